@@ -1,0 +1,137 @@
+"""The public API a notebook uses, and the CLI wraps: load a spec, run it, get a result."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .errors import SpecError
+from .spec import Spec, check_samples, load_spec, resolved_dict
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError, version as v
+
+    try:
+        return v("mcflops")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+def device_name() -> str:
+    import jax
+
+    d = jax.devices()[0]
+    kind = getattr(d, "device_kind", "") or ""
+    return f"{d.platform}:{kind} x{jax.device_count()}" if kind else f"{d.platform} x{jax.device_count()}"
+
+
+@dataclass
+class Result:
+    """What a run produced: summaries as plain data, a bounded set of draws, and the raw sums."""
+
+    spec: Spec
+    seed: int
+    samples: int
+    chain: dict[str, float]
+    prior: dict[str, dict[str, float]]
+    observed: dict[str, dict[str, Any]]
+    draws: dict[str, np.ndarray]  # kept prior draws (linear units), at most engine.KEEP each
+    posterior: dict[str, Any] | None = None
+    posterior_draws: dict[str, np.ndarray] | None = None
+    sensitivity: dict[str, Any] | None = None
+    device: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    sums: Any = field(default=None, repr=False)
+    model: Any = field(default=None, repr=False)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The content of summary.json (plain JSON types)."""
+        d: dict[str, Any] = {
+            "name": self.spec.name, "description": self.spec.description, "seed": self.seed,
+            "samples": self.samples, "device": self.device, "version": version(),
+            "spec_hash": self.spec.digest(), "flops_convention": self.spec.flops,
+            "chain": self.chain, "prior": self.prior, "observed": self.observed,
+        }
+        if self.posterior is not None:
+            d["posterior"] = self.posterior
+        if self.sensitivity is not None:
+            d["sensitivity"] = self.sensitivity
+        if self.notes:
+            d["notes"] = self.notes
+        d["timings"] = self.timings
+        return _jsonable(d)
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (np.floating, float)):
+        v = float(x)
+        return v if math.isfinite(v) else None
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    return x
+
+
+def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: int | None = None,
+        progress: Callable[[int, int], None] | None = None, posterior: bool = True,
+        method: str = "auto") -> Result:
+    """Run a spec: the prior predictive of every output, and the posterior when it observes something.
+
+    ``spec`` may be a :class:`Spec`, a path to a prior file, or a mapping (a notebook's dict).
+    """
+    import jax
+
+    from . import engine, model as model_mod, summary
+
+    if not isinstance(spec, Spec):
+        spec = load_spec(spec)
+    samples = spec.samples if samples is None else int(samples)
+    check_samples(samples, lambda m, *a: SpecError(m, field="--samples"))
+    seed = spec.seed if seed is None else int(seed)
+    if seed < 0:
+        raise SpecError("expected a seed >= 0", field="--seed")
+    if samples != spec.samples or seed != spec.seed:
+        spec = Spec(**{**spec.__dict__, "samples": samples, "seed": seed})
+    t0 = time.perf_counter()
+    m = model_mod.build_model(spec)
+    lik = engine.build_likelihood(spec, m) if posterior else None
+    key = jax.random.key(seed)
+    sums = engine.run(key, m, lik, samples, progress=progress)
+    t1 = time.perf_counter()
+    prior = summary.summarize(sums, m.centers, "prior")
+    for name, dist in spec.priors.items():  # point masses: exact, no sampling error
+        if name not in prior:
+            v = dist.params["value"]
+            prior[name] = {"mean": v, "sd": 0.0, **{k: v for k in summary.QUANTILES}, "mcse_p50": 0.0}
+    draws = {n: np.exp(m.centers[n] + sums.first[i]) for i, n in enumerate(sums.names)}
+    observed: dict[str, dict[str, Any]] = {}
+    for i, (name, o) in enumerate(spec.observe.items()):
+        entry: dict[str, Any] = {"noise": o.noise, "source": o.source}
+        if o.noise == "between":
+            entry.update(low=o.low, high=o.high, prior_probability_inside=float(sums.inside[i] / sums.n))
+        else:
+            entry.update(value=o.value, sigma=o.scale if o.noise == "lognormal" else None,
+                         prior_percentile=summary.percentile_of(sums, i) if lik is not None else None)
+        observed[name] = entry
+    ch = model_mod.chain(spec)
+    res = Result(spec=spec, seed=seed, samples=samples, chain=ch, prior=prior, observed=observed, draws=draws,
+                 device=device_name(), sums=sums, model=m)
+    if lik is not None:
+        from . import inference
+
+        inference.attach_posterior(res, lik, method=method)
+    res.timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
+    return res
+
+
+__all__ = ["Result", "run", "load_spec", "resolved_dict", "version", "device_name"]

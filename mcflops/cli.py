@@ -1,0 +1,219 @@
+"""mcflops command line: parse, call the layers, print, write files (the only layer that writes)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from .errors import SpecError
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own errors: one line, exit 2
+        self.exit(EXIT_BAD_INPUT, f"mcflops: {message} (see mcflops {self.prog.split()[-1]} --help)\n"
+                  if " " in self.prog else f"mcflops: {message} (see mcflops --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    from .numbers import parse_number
+
+    x = parse_number(text)
+    if x is None or x != int(x) or x < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number like 1e6 or 1_000_000, got '{text}'")
+    return int(x)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="mcflops", description="Training-compute estimates as distributions: prior files in, "
+                "GPU-hour distributions, posteriors and reports out.")
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+
+    def common(sp, out=True):
+        sp.add_argument("file", help="prior file (YAML), e.g. priors/llama405b.yaml")
+        sp.add_argument("--samples", type=_positive_int, help="Monte Carlo draws (default: the file's samples:)")
+        sp.add_argument("--seed", type=_positive_int, help="random seed (default: the file's seed:)")
+        sp.add_argument("--json", action="store_true", help="print the summary as JSON on stdout instead of tables")
+        sp.add_argument("--quiet", action="store_true", help="no progress bar")
+        if out:
+            sp.add_argument("--out", help="output folder (default: reports/<name>/); replaced as a whole, atomically")
+
+    r = sub.add_parser("run", help="prior predictive, posterior (if the file observes something), files in reports/",
+                       description="Run a prior file end to end: the napkin chain, the Monte Carlo distribution of "
+                       "every output, the update on observed figures; writes summary.json and the resolved prior "
+                       "file to the output folder.")
+    common(r)
+    r.add_argument("--method", choices=("auto", "is", "nuts"), default="auto",
+                   help="posterior method: importance sampling (is), NUTS, or auto (IS, NUTS when IS is poor)")
+    s = sub.add_parser("sample", help="prior predictive only (no update, no files): quick looks and timing",
+                       description="Draw the prior predictive and print the summary; writes nothing.")
+    common(s, out=False)
+    v = sub.add_parser("validate", help="check a prior file and print what it resolves to",
+                       description="Validate a prior file: exit 0 and a one-line summary if it is good, exit 2 and "
+                       "one line naming file, line and field if not.")
+    v.add_argument("file", nargs="+", help="prior file(s)")
+    sub.add_parser("schema", help="print the JSON Schema of prior files (for editors)",
+                   description="Print a JSON Schema of the prior-file format, for editor completion and checks.")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from .api import version
+
+        print(f"mcflops {version()}")
+        return 0
+    if args.command is None:
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        return _dispatch(args)
+    except SpecError as e:
+        print(f"mcflops: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("mcflops: interrupted; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _dispatch(args) -> int:
+    if args.command == "schema":
+        from .schema import json_schema
+
+        print(json.dumps(json_schema(), indent=2))
+        return 0
+    from .spec import load_spec
+
+    if args.command == "validate":
+        for f in args.file:
+            spec = load_spec(f)
+            print(f"{f}: ok: {spec.name}, {len(spec.uncertain)} uncertain inputs "
+                  f"({', '.join(spec.uncertain)}), observes {', '.join(spec.observe) or 'nothing'}")
+        return 0
+    spec = load_spec(args.file)
+    _setup_jax()
+    from . import api
+
+    with _progress(args.quiet or args.json) as progress:
+        res = api.run(spec, samples=args.samples, seed=args.seed, progress=progress,
+                      posterior=args.command == "run", method=getattr(args, "method", "auto"))
+    data = res.to_dict()
+    if args.command == "run":
+        out = Path(args.out) if args.out else Path("reports") / spec.name
+        _write_outputs(out, res, data)
+        data["out"] = str(out)
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        from .terminal import print_result
+
+        print_result(res, data)
+    return 0
+
+
+def _setup_jax() -> None:
+    """Persistent compilation cache in the user's cache folder (second runs skip XLA compiles)."""
+    import jax
+
+    cache = os.environ.get("MCFLOPS_JAX_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "mcflops", "jax")
+    try:
+        os.makedirs(cache, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    except OSError:
+        pass  # no writable cache folder: compile every time
+
+
+class _progress:
+    """A rich progress bar on stderr for runs with several blocks (silent otherwise)."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet or not sys.stderr.isatty()
+        self.bar = None
+        self.task = None
+
+    def __enter__(self):
+        if self.quiet:
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("sampling"), BarColumn(), MofNCompleteColumn(), TextColumn("blocks"),
+                            TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+        self.bar.start()
+
+        def update(done: int, total: int) -> None:
+            if self.task is None:
+                self.task = self.bar.add_task("sampling", total=total)
+            self.bar.update(self.task, completed=done)
+
+        return update
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+        return False
+
+
+def _write_outputs(out: Path, res, data: dict[str, Any]) -> None:
+    """Write the run's files into a temporary folder, then swap it into place: never half-written."""
+    from .spec import resolved_dict
+
+    parent = out.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
+    try:
+        (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n")
+        _write_yaml(tmp / "spec.resolved.yaml", resolved_dict(res.spec))
+        for hook in _OUTPUT_HOOKS:
+            hook(tmp, res, data)
+        _swap(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+_OUTPUT_HOOKS: list = []  # callables (folder, result, summary) -> None that add files (plots, posterior.nc)
+
+
+def _swap(tmp: Path, out: Path) -> None:
+    old = None
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+        os.replace(tmp, out)
+    finally:
+        if blocked is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_yaml(path: Path, data: dict) -> None:
+    from ruamel.yaml import YAML
+
+    y = YAML(typ="safe", pure=True)
+    y.default_flow_style = None
+    with path.open("w") as f:
+        f.write("# resolved prior file: every default filled in; `mcflops run` on it repeats the run exactly\n")
+        y.dump(data, f)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Numbers as people write them in prior files: ``405.9e9``, ``1_000_000``, ``405B``, ``15.6T``, ``30.84M``.
+
+A YAML 1.1 loader reads ``405.9e9`` as a string and YAML 1.2 reads ``15.6T`` as one; both reach
+here as text and become floats. Suffixes are SI-like counts, the way model cards write them
+(K = 1e3, M = 1e6, B or G = 1e9, T = 1e12, P = 1e15).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+SUFFIXES = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
+_NUMBER = re.compile(r"^([+-]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?)\s*([kKMBGTP]?)$")
+
+
+def parse_number(value: object) -> float | None:
+    """The float a YAML scalar stands for, or None if it is not a number (bools are not numbers)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        out = float(value)
+        return out if math.isfinite(out) else None
+    if isinstance(value, str):
+        m = _NUMBER.match(value.strip())
+        if not m:
+            return None
+        mantissa = m.group(1).replace("_", "")
+        try:
+            out = float(mantissa) * SUFFIXES.get(m.group(2), 1.0)
+        except ValueError:
+            return None
+        return out if math.isfinite(out) else None
+    return None
+
+
+def format_number(x: float, digits: int = 4) -> str:
+    """Compact human form: 3.80e+25 -> '3.80e25', 30840000 -> '30.84M', 0.3458 -> '0.3458'."""
+    if x == 0 or not math.isfinite(x):
+        return str(x)
+    ax = abs(x)
+    for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if 1e3 <= ax / scale * 1e3 < 1e6 and ax < 1e15:
+            return f"{x / scale:.{digits}g}{suffix}"
+    if ax >= 1e15 or ax < 1e-3:
+        mant, exp = f"{x:.{digits - 1}e}".split("e")
+        return f"{mant}e{int(exp)}"
+    return f"{x:.{digits}g}"

@@ -1,0 +1,82 @@
+"""Readable terminal output (rich): the napkin chain, the distributions, the update."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .numbers import format_number as fmt
+from .spec import INPUTS, OUTPUTS
+
+_COLS = ("mean", "sd", "p5", "p25", "p50", "p75", "p95")
+
+
+def _unit(name: str) -> str:
+    if name in OUTPUTS:
+        return OUTPUTS[name][0]
+    return INPUTS.get(name, ("", "", "", ""))[2]
+
+
+def stats_table(title: str, stats: dict[str, dict[str, Any]], names) -> Any:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", header_style="bold")
+    t.add_column("quantity")
+    t.add_column("unit", style="dim")
+    for c in _COLS:
+        t.add_column(c, justify="right")
+    t.add_column("MCSE(p50)", justify="right", style="dim")
+    for n in names:
+        s = stats.get(n)
+        if not isinstance(s, dict) or "p50" not in s:
+            continue
+        t.add_row(n, _unit(n), *(fmt(s[c]) for c in _COLS), fmt(s.get("mcse_p50", 0.0), 2))
+    return t
+
+
+def print_result(res, data: dict[str, Any]) -> None:
+    from rich.console import Console
+
+    con = Console()
+    spec = res.spec
+    ch = data["chain"]
+    con.print(f"[bold]{spec.name}[/bold]  {spec.description}")
+    con.print(f"[dim]seed {res.seed} · {res.samples:,} draws · {res.device} · "
+              f"{res.timings.get('total_s', 0):.2f} s · flops convention {spec.flops}[/dim]\n")
+    con.print("[bold]Napkin chain[/bold] (each input at its median)")
+    peak = ch["peak_flops"]
+    lines = [f"  FLOPs = {'6·N·D' if spec.flops == '6nd' else spec.flops + ' per token x D'} = "
+             f"{fmt(ch['flops_per_token'])} x {fmt(ch['tokens'])} = {fmt(ch['flops'])}",
+             f"  GPU-hours = FLOPs / (peak {fmt(peak)} x MFU {ch['mfu']:.3f} x goodput {ch['goodput']:.3f}) / 3600"
+             f" = {fmt(ch['gpu_hours'])}"]
+    if "wall_days" in ch:
+        lines.append(f"  wall-clock = {fmt(ch['gpu_hours'])} / {spec.hardware.count:,} / 24 = {ch['wall_days']:.1f} days")
+    if "implied_mfu" in ch:
+        lines.append(f"  backwards: the published {fmt(ch['observed_gpu_hours'])} hours imply MFU x goodput = "
+                     f"{ch['implied_mfu_x_goodput']:.4f}, i.e. MFU {ch['implied_mfu']:.3f} at goodput 1, "
+                     f"{ch['implied_mfu_at_median_goodput']:.3f} at the median goodput {ch['goodput']:.3f}")
+    for line in lines:
+        con.print(line)
+    con.print()
+    names = list(res.spec.uncertain) + list(res.spec.outputs)
+    con.print(stats_table("Prior predictive", res.prior, names))
+    for name, o in data.get("observed", {}).items():
+        if o.get("prior_percentile") is not None:
+            con.print(f"  published {name} {fmt(o['value'])} sits at the {o['prior_percentile']:.1f}th percentile "
+                      "of the prior predictive")
+        elif "prior_probability_inside" in o:
+            con.print(f"  observed {name} in [{fmt(o['low'])}, {fmt(o['high'])}]: prior probability "
+                      f"{o['prior_probability_inside']:.3f}")
+    post = data.get("posterior")
+    if post:
+        con.print()
+        diag = f"method {post.get('method')}, ESS {post.get('ess', float('nan')):,.0f}"
+        if post.get("pareto_k") is not None:
+            diag += f", Pareto k {post['pareto_k']:.2f}"
+        con.print(stats_table(f"Posterior ({diag})", post, names))
+        if "corr_mfu_goodput_log" in post:
+            con.print(f"  posterior correlation of log MFU and log goodput: {post['corr_mfu_goodput_log']:+.2f} "
+                      "(the data constrain their product)")
+    for note in data.get("notes", []):
+        con.print(f"[yellow]note:[/yellow] {note}")
+    if "out" in data:
+        con.print(f"\n[dim]wrote {data['out']}/[/dim]")
