@@ -104,7 +104,7 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
         spec = Spec(**{**spec.__dict__, "samples": samples, "seed": seed})
     t0 = time.perf_counter()
     m = model_mod.build_model(spec)
-    lik = engine.build_likelihood(spec, m) if posterior else None
+    lik = engine.build_likelihood(spec, m)
     key = jax.random.key(seed)
     sums = engine.run(key, m, lik, samples, progress=progress)
     t1 = time.perf_counter()
@@ -121,12 +121,12 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
             entry.update(low=o.low, high=o.high, prior_probability_inside=float(sums.inside[i] / sums.n))
         else:
             entry.update(value=o.value, sigma=o.scale if o.noise == "lognormal" else None,
-                         prior_percentile=summary.percentile_of(sums, i) if lik is not None else None)
+                         prior_percentile=summary.percentile_of(sums, i))
         observed[name] = entry
     ch = model_mod.chain(spec)
     res = Result(spec=spec, seed=seed, samples=samples, chain=ch, prior=prior, observed=observed, draws=draws,
                  device=device_name(), sums=sums, model=m)
-    if lik is not None:
+    if lik is not None and posterior:
         from . import inference
 
         inference.attach_posterior(res, lik, method=method)

@@ -111,12 +111,13 @@ def _weighted(D: jax.Array, w: jax.Array, lo: jax.Array, inv: jax.Array, nbins: 
     """Moments and a histogram of each row of D (centred logs) under weights w."""
     q = D.shape[0]
     y = jnp.exp(D)
+    w = w[None, :]
     wD = D * w
     idx = jnp.clip(jnp.floor((D - lo[:, None]) * inv[:, None]) + 1, 0, nbins + 1).astype(jnp.int32)
     flat = (idx + (jnp.arange(q, dtype=jnp.int32) * (nbins + 2))[:, None]).reshape(-1)
     hist = jnp.zeros(q * (nbins + 2), jnp.float32).at[flat].add(jnp.broadcast_to(w, D.shape).reshape(-1))
     return {
-        "s0": jnp.sum(w),
+        "s0": jnp.sum(w[0]),
         "s1d": jnp.sum(wD, axis=1),
         "s2d": jnp.sum(wD * D, axis=1),
         "s1y": jnp.sum(y * w, axis=1),
