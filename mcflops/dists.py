@@ -140,6 +140,7 @@ def parse_dist(node: Any, field_: str, ctx, parent: Any = None, key: Any = None,
     source = node.get("source")
     if source is not None and not isinstance(source, str):
         raise err(f"expected source: to be text, got {_kind(source)}", node, "source")
+    source = None if source is None else str(source)
     low = _num(node, "low", err) if "low" in node else None
     high = _num(node, "high", err) if "high" in node else None
     if (low is not None or high is not None) and fam not in ("normal", "lognormal"):

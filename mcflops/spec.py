@@ -247,6 +247,7 @@ def _build(data: Mapping, ctx: _Ctx) -> Spec:
     description = data.get("description") or ""
     if not isinstance(description, str):
         raise ctx.error(f"expected text, got {_kind(description)}", data, "description", "description")
+    description = str(description)  # ruamel's folded/literal strings are str subclasses
     seed = int(_number(ctx, data, "seed", "seed", integer=True, minimum=0)) if "seed" in data else 0
     if seed >= 2**63:
         raise ctx.error("expected a seed below 2**63", data, "seed", "seed")
@@ -455,8 +456,8 @@ def resolved_dict(spec: Spec) -> dict[str, Any]:
             if o.source:
                 obs[n]["source"] = o.source
         d["observe"] = obs
-    d.update({k: _plain(v) for k, v in spec.extras.items()})
-    return d
+    d.update(spec.extras)
+    return _plain(d)
 
 
 def _plain(x: Any) -> Any:
