@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import copula
 from .model import Model, evaluate
 from .spec import Observation, Spec
 
@@ -46,7 +47,7 @@ def draw_z(key: jax.Array, model: Model, block: jax.Array, size: int) -> dict[st
     for name, s in zip(model.inputs, model.samplers):
         if s.kind != "const":
             z[name] = normals(jax.random.fold_in(jax.random.fold_in(key, stable_id(name)), block), (size,))
-    return z
+    return copula.apply(model, z)  # correlations: a Gaussian copula on the z's (identity when none)
 
 
 @dataclass(frozen=True)

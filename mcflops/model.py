@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
 
+from .copula import from_spec as copula_from_spec
 from .distributions import Sampler, make_sampler
 from .spec import Spec
 
@@ -54,13 +55,14 @@ class Model:
     centers: Mapping[str, float] = field(default_factory=dict)  # float64 log-centres of every quantity
     flops_convention: str = "6nd"
     names: tuple[str, ...] = ()  # quantities tracked by the engine: uncertain inputs, then outputs
+    copula: Any = None  # copula.Copula (Cholesky factor of correlated inputs' z) or None
 
     def sampler(self, name: str) -> Sampler:
         return self.samplers[self.inputs.index(name)]
 
 
 jax.tree_util.register_dataclass(
-    Model, data_fields=["samplers", "attn_alpha"],
+    Model, data_fields=["samplers", "attn_alpha", "copula"],
     meta_fields=["inputs", "outputs", "centers", "flops_convention", "names"])
 
 
@@ -86,7 +88,7 @@ def build_model(spec: Spec) -> Model:
         c["energy_mwh"] = c["gpu_hours"] + c["power"] + c["pue"] - math.log(1e6)
     uncertain = tuple(n for n, s in zip(inputs, samplers) if s.kind != "const")
     return Model(inputs, samplers, spec.outputs, jnp.asarray(alpha, jnp.float32), c, spec.flops,
-                 uncertain + spec.outputs)
+                 uncertain + spec.outputs, copula=copula_from_spec(spec))
 
 
 def outputs(model: Model, d: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
