@@ -208,8 +208,7 @@ def _swap(tmp: Path, out: Path) -> None:
 def _write_yaml(path: Path, data: dict) -> None:
     from ruamel.yaml import YAML
 
-    y = YAML(typ="safe", pure=True)
-    y.default_flow_style = None
+    y = YAML(typ="rt")  # keeps the file's key order
     with path.open("w") as f:
         f.write("# resolved prior file: every default filled in; `mcflops run` on it repeats the run exactly\n")
         y.dump(data, f)

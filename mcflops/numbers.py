@@ -35,14 +35,21 @@ def parse_number(value: object) -> float | None:
 
 
 def format_number(x: float, digits: int = 4) -> str:
-    """Compact human form: 3.80e+25 -> '3.80e25', 30840000 -> '30.84M', 0.3458 -> '0.3458'."""
+    """Compact human form with ``digits`` significant digits: 3.8e25 -> '3.80e25', 30840000 -> '30.84M',
+    0.3458 -> '0.3458', 0.0000512 -> '5.12e-5'."""
+    x = float(x)
     if x == 0 or not math.isfinite(x):
-        return str(x)
+        return "0" if x == 0 else str(x)
     ax = abs(x)
-    for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if 1e3 <= ax / scale * 1e3 < 1e6 and ax < 1e15:
-            return f"{x / scale:.{digits}g}{suffix}"
     if ax >= 1e15 or ax < 1e-3:
         mant, exp = f"{x:.{digits - 1}e}".split("e")
         return f"{mant}e{int(exp)}"
-    return f"{x:.{digits}g}"
+    for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3), ("", 1.0)):
+        if ax >= scale:
+            return _significant(x / scale, digits) + suffix
+    return _significant(x, digits)
+
+
+def _significant(v: float, digits: int) -> str:
+    decimals = max(digits - 1 - math.floor(math.log10(abs(v))), 0)
+    return f"{v:.{decimals}f}"

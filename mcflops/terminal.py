@@ -10,33 +10,40 @@ from .spec import INPUTS, OUTPUTS
 _COLS = ("mean", "sd", "p5", "p25", "p50", "p75", "p95")
 
 
+_SHORT = {"accelerator-hours": "h", "fraction": "", "USD/accelerator-hour": "$/h", "parameters": "",
+          "tokens": "", "FLOP": "", "FLOP/s": "FLOP/s", "USD": "$", "ratio": ""}
+
+
 def _unit(name: str) -> str:
-    if name in OUTPUTS:
-        return OUTPUTS[name][0]
-    return INPUTS.get(name, ("", "", "", ""))[2]
+    unit = OUTPUTS[name][0] if name in OUTPUTS else INPUTS.get(name, ("", "", "", ""))[2]
+    return _SHORT.get(unit, unit)
 
 
 def stats_table(title: str, stats: dict[str, dict[str, Any]], names) -> Any:
+    from rich import box
     from rich.table import Table
 
-    t = Table(title=title, title_justify="left", header_style="bold")
-    t.add_column("quantity")
-    t.add_column("unit", style="dim")
+    t = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("quantity", no_wrap=True)
     for c in _COLS:
-        t.add_column(c, justify="right")
-    t.add_column("MCSE(p50)", justify="right", style="dim")
+        t.add_column(c, justify="right", no_wrap=True)
+    t.add_column("±p50", justify="right", style="dim", no_wrap=True)
     for n in names:
         s = stats.get(n)
         if not isinstance(s, dict) or "p50" not in s:
             continue
-        t.add_row(n, _unit(n), *(fmt(s[c]) for c in _COLS), fmt(s.get("mcse_p50", 0.0), 2))
+        unit = _unit(n)
+        t.add_row(n + (f" [dim]{unit}[/dim]" if unit else ""), *(fmt(s[c], 3) for c in _COLS),
+                  fmt(s.get("mcse_p50", 0.0), 2))
     return t
 
 
 def print_result(res, data: dict[str, Any]) -> None:
     from rich.console import Console
 
-    con = Console()
+    import sys
+
+    con = Console() if sys.stdout.isatty() else Console(width=120)
     spec = res.spec
     ch = data["chain"]
     con.print(f"[bold]{spec.name}[/bold]  {spec.description}")
@@ -44,8 +51,10 @@ def print_result(res, data: dict[str, Any]) -> None:
               f"{res.timings.get('total_s', 0):.2f} s · flops convention {spec.flops}[/dim]\n")
     con.print("[bold]Napkin chain[/bold] (each input at its median)")
     peak = ch["peak_flops"]
-    lines = [f"  FLOPs = {'6·N·D' if spec.flops == '6nd' else spec.flops + ' per token x D'} = "
-             f"{fmt(ch['flops_per_token'])} x {fmt(ch['tokens'])} = {fmt(ch['flops'])}",
+    per_token = {"6nd": f"6 x {fmt(ch.get('params', 0))}", "palm": f"(6N + 12·L·H·Q·T) {fmt(ch['flops_per_token'])}",
+                 "megatron": f"72·l·h²(1 + s/6h + V/12lh) {fmt(ch['flops_per_token'])}"}[spec.flops]
+    lines = [f"  FLOPs = {'6·N·D' if spec.flops == '6nd' else 'FLOPs/token x D'} = "
+             f"{per_token} x {fmt(ch['tokens'])} = {fmt(ch['flops'], 3)}",
              f"  GPU-hours = FLOPs / (peak {fmt(peak)} x MFU {ch['mfu']:.3f} x goodput {ch['goodput']:.3f}) / 3600"
              f" = {fmt(ch['gpu_hours'])}"]
     if "wall_days" in ch:
