@@ -20,3 +20,28 @@ class SpecError(ValueError):
             where += f":{self.line}"
         field = f" {self.field}:" if self.field else ""
         return f"{where}:{field} {self.message}"
+
+
+def closest(word: object, options) -> str:
+    """'; did you mean X?' when a known option is close to ``word``, else ''."""
+    import difflib
+
+    hit = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
+    return f"; did you mean '{hit[0]}'?" if hit else ""
+
+
+def kind(value: object) -> str:
+    """How a YAML value reads in a message: 'the text \\'abc\\'', 'a list', 'nothing'."""
+    from collections.abc import Mapping
+
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"a boolean ({value})"
+    if isinstance(value, str):
+        return f"the text '{value}'"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"
