@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .errors import closest
+from .errors import kind as _kind
 from .numbers import parse_number
 
 Z95 = 1.6448536269514722  # standard normal 95% quantile: a [p5, p95] interval spans 2 * Z95 sd
@@ -126,8 +128,6 @@ def parse_dist(node: Any, field_: str, ctx, parent: Any = None, key: Any = None,
         raise err("a bare list is ambiguous: name the family, e.g. {lognormal: [p5, p95]} or {uniform: [low, high]}")
     if not isinstance(node, Mapping):
         raise err(f"expected a number or a prior like {{beta: [0.3, 0.5]}}, got {_kind(node)}")
-    from .spec import closest
-
     fams = [k for k in node if k in FAMILIES]
     unknown = [k for k in node if k not in DIST_KEYS]
     if unknown:
@@ -180,13 +180,40 @@ def parse_dist(node: Any, field_: str, ctx, parent: Any = None, key: Any = None,
 
     vals = _args(fam, arg, node, err)
     params = _canonical(fam, vals, lambda m: err(m, node, fam))
+    if low is not None or high is not None:
+        kept = truncated_mass(fam, params, low, high)
+        if not kept >= MIN_TRUNCATED_MASS:
+            raise err(f"low:/high: [{_g(low)}, {_g(high)}] keeps almost none of this {fam} (a share of {kept:.1e}); "
+                      "check the bounds against the distribution", node, "low" if low is not None else "high")
     return Dist(fam, params, low=low, high=high, source=source, line=line)
 
 
-def _kind(v: Any) -> str:
-    from .spec import _kind as k
+MIN_TRUNCATED_MASS = 1e-6  # a truncation keeping less than this (beyond ~4.8 sd) is a mistake, not a prior
 
-    return k(v)
+
+def _g(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+def truncated_mass(fam: str, p: Mapping[str, float], low: float | None, high: float | None) -> float:
+    """Probability that the untruncated normal/lognormal falls in [low, high] (erfc tails: no cancellation)."""
+    if fam == "normal":
+        loc, scale = p["mean"], p["sd"]
+        a = -math.inf if low is None else (low - loc) / scale
+        b = math.inf if high is None else (high - loc) / scale
+    else:
+        loc, scale = p["mu"], p["sigma"]
+        a = -math.inf if low is None or low <= 0 else (math.log(low) - loc) / scale
+        if high is not None and high <= 0:
+            return 0.0
+        b = math.inf if high is None else (math.log(high) - loc) / scale
+
+    def upper(x: float) -> float:  # P(Z > x) = erfc(x / sqrt 2) / 2 (Abramowitz & Stegun 26.2.29)
+        return 0.5 * math.erfc(x / math.sqrt(2.0))
+
+    if a > 0:
+        return upper(a) - upper(b)
+    return upper(-b) - upper(-a) if b < 0 else 1.0 - upper(b) - upper(-a)
 
 
 def _num(node: Mapping, key: str, err) -> float:

@@ -6,7 +6,6 @@ the line, the field and what was expected (DESIGN.md, example 3).
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
@@ -15,9 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import derived
 from . import hardware as hw
 from .dists import DIST_KEYS, Dist, parse_dist, support
-from .errors import SpecError
+from .errors import SpecError, closest
+from .errors import kind as _kind
 from .numbers import parse_number
 
 # Inputs of the compute model: (lower, upper, open_lower) domain, unit, meaning.
@@ -121,12 +122,6 @@ class Spec:
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def closest(word: str, options) -> str:
-    """' (did you mean X?)' or ''."""
-    hit = difflib.get_close_matches(str(word), list(options), n=1, cutoff=0.6)
-    return f"; did you mean '{hit[0]}'?" if hit else ""
-
-
 class _Ctx:
     """Where we are in the file, so that every message can name the line."""
 
@@ -153,20 +148,6 @@ def _mapping(ctx: _Ctx, node: Any, parent: Any, key: str, field: str) -> Mapping
     if not isinstance(node, Mapping):
         raise ctx.error(f"expected a mapping, got {_kind(node)}", parent, key, field)
     return node
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return f"a boolean ({value})"
-    if isinstance(value, str):
-        return f"the text '{value}'"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return f"{type(value).__name__} {value!r}"
 
 
 def _check_keys(ctx: _Ctx, node: Mapping, allowed, field: str) -> None:
@@ -201,7 +182,12 @@ def load_spec(source: str | Path | Mapping, *, path: str | None = None) -> Spec:
 
 
 def read_yaml(p: Path) -> Mapping:
-    """Parse a YAML file safely, keeping line numbers (ruamel round-trip; no object construction)."""
+    """Parse a YAML file safely, keeping line numbers (ruamel round-trip; no object construction).
+
+    The file is composed into nodes first and every node is checked: a tag outside YAML's plain data
+    types (``!!python/object``, ``!custom``) is refused, not constructed; so are self-referencing
+    aliases and alias bombs. Duplicate keys are errors, not last-wins.
+    """
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
@@ -217,19 +203,64 @@ def read_yaml(p: Path) -> Mapping:
     except OSError as e:
         raise SpecError(f"cannot read: {e.strerror}", path=ctx) from None
     try:
+        root = YAML(typ="rt", pure=True).compose(text)
+        if root is not None:
+            _check_nodes(root, ctx)
         data = YAML(typ="rt", pure=True).load(text)
     except MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else None
         what = (e.problem or e.context or "invalid YAML").strip()
+        if type(e).__name__ == "DuplicateKeyError":  # ruamel.yaml.constructor.DuplicateKeyError
+            m = re.search(r'duplicate key "([^"]*)"', what)
+            raise SpecError(f"duplicate key \"{m.group(1) if m else '?'}\" (keys must be unique; a second value "
+                            "would silently replace the first)", path=ctx, line=line) from None
+        if e.context and e.context_mark is not None and e.problem_mark is not None \
+                and e.context_mark.line != e.problem_mark.line:
+            what += f" ({e.context.strip()} that starts on line {e.context_mark.line + 1})"
         raise SpecError(f"YAML syntax error: {what}", path=ctx, line=line) from None
     except YAMLError as e:  # pragma: no cover - ruamel raises marked errors for syntax
         raise SpecError(f"YAML error: {str(e).splitlines()[0]}", path=ctx) from None
+    except RecursionError:
+        raise SpecError("YAML nests too deeply", path=ctx) from None
     if data is None:
         raise SpecError("empty file: expected a mapping with name, hardware and priors", path=ctx)
     if not isinstance(data, Mapping):
-        raise SpecError(f"expected a mapping at the top level, got {_kind(data)}", path=ctx, line=1)
+        raise SpecError(f"expected a mapping at the top level, got {_kind(data)}", path=ctx,
+                        line=root.start_mark.line + 1)
     return data
+
+
+# Plain data only: YAML 1.2 core types (+ timestamps, which ruamel resolves). Anything else is refused.
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq",
+                                                   "timestamp")}
+_MAX_NODES = 100_000  # nodes visited with aliases expanded (a "billion laughs" file stops here)
+
+
+def _check_nodes(root: Any, path: str) -> None:
+    """Refuse non-data tags, self-referencing aliases and alias bombs, naming the line."""
+    stack = [(root, ())]
+    seen = 0
+    while stack:
+        node, ancestors = stack.pop()
+        seen += 1
+        line = node.start_mark.line + 1
+        if seen > _MAX_NODES:
+            raise SpecError(f"too many YAML nodes (over {_MAX_NODES:,} with aliases expanded)", path=path,
+                            line=line)
+        tag = str(getattr(node.tag, "value", node.tag))
+        if tag not in _PLAIN_TAGS:
+            shown = "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
+            raise SpecError(f"YAML tag '{shown}' is not allowed: prior files are plain data (numbers, text, "
+                            "lists, mappings); nothing in them is constructed or run", path=path, line=line)
+        if not isinstance(node.value, list):
+            continue
+        if any(node is a for a in ancestors):
+            raise SpecError("a YAML alias refers to a mapping or list that contains it", path=path, line=line)
+        inner = ancestors + (node,)
+        for item in reversed(node.value):
+            for child in (item if isinstance(item, tuple) else (item,)):
+                stack.append((child, inner))
 
 
 def _build(data: Mapping, ctx: _Ctx) -> Spec:
@@ -251,7 +282,7 @@ def _build(data: Mapping, ctx: _Ctx) -> Spec:
     seed = int(_number(ctx, data, "seed", "seed", integer=True, minimum=0)) if "seed" in data else 0
     if seed >= 2**63:
         raise ctx.error("expected a seed below 2**63", data, "seed", "seed")
-    samples = int(_number(ctx, data, "samples", "samples", integer=True, minimum=1)) if "samples" in data \
+    samples = int(_number(ctx, data, "samples", "samples", integer=True)) if "samples" in data \
         else 1_000_000
     check_samples(samples, ctx.error, data, "samples")
 
@@ -270,15 +301,21 @@ def _build(data: Mapping, ctx: _Ctx) -> Spec:
         if key not in INPUTS:
             raise ctx.error(f"unknown input '{key}'{closest(key, INPUTS)} (inputs: {', '.join(INPUTS)})",
                             priors_node, key, f"priors.{key}")
+        if derived.is_derived(priors_node[key]):  # {calibrated: ...} / {failures: ...}: resolved below
+            priors[key] = None  # keeps the file's order
+            continue
         dist = parse_dist(priors_node[key], f"priors.{key}", ctx, priors_node, key)
         _check_domain(ctx, key, dist, priors_node)
         priors[key] = dist
     required = ("tokens", "mfu") if flops == "megatron" else ("params", "tokens", "mfu")
     for req in required:
         if req not in priors:
-            raise ctx.error(f"missing required prior '{req}' ({INPUTS[req][3]})", priors_node, None, f"priors.{req}")
+            raise ctx.error(f"missing required prior '{req}' ({INPUTS[req][3]})", data, "priors", f"priors.{req}")
 
     hardware = _hardware(ctx, data, priors)
+    for key in [k for k, d in priors.items() if d is None]:  # recipes that need hardware and params
+        priors[key] = derived.resolve(ctx, key, priors_node, priors, hardware, data)
+        _check_domain(ctx, key, priors[key], priors_node)
     if "goodput" not in priors:
         priors["goodput"] = Dist("point", {"value": 1.0}, source="default: no downtime (goodput 1)")
     if hardware.peak_flops is not None and "peak_flops" not in priors:
@@ -391,9 +428,13 @@ def _observations(ctx: _Ctx, data: Mapping, spec: Spec) -> dict[str, Observation
             if x is None:
                 raise ctx.error(f"expected {{value: ..., sigma: ...}} or {{between: [lo, hi]}}, got {_kind(o)}",
                                 node, key, field_)
+            if x <= 0:
+                raise ctx.error(f"an observed {key} must be > 0, got {o}", node, key, field_)
             o = {"value": x}
         _check_keys(ctx, o, OBS_KEYS, field_)
         source = o.get("source")
+        if source is not None and not isinstance(source, str):
+            raise ctx.error(f"expected source: to be text, got {_kind(source)}", o, "source", f"{field_}.source")
         line = ctx.line(node, key)
         if "between" in o:
             b = o["between"]
@@ -407,6 +448,11 @@ def _observations(ctx: _Ctx, data: Mapping, spec: Spec) -> dict[str, Observation
                 raise ctx.error("expected two numbers in between: [low, high]", o, "between", field_)
             if not 0 <= lo < hi:
                 raise ctx.error(f"expected 0 <= low < high in between, got [{b[0]}, {b[1]}]", o, "between", field_)
+            if key in spec.priors:  # an input: its prior's support is known here, exactly
+                s_lo, s_hi = support(spec.priors[key])
+                if hi < s_lo or lo > s_hi:
+                    raise ctx.error(f"between: [{b[0]}, {b[1]}] excludes every value its prior allows "
+                                    f"([{s_lo:g}, {s_hi:g}]): no draw could explain it", o, "between", field_)
             out[key] = Observation(key, "between", None, None, lo, hi, source, line)
             continue
         if "value" not in o:
