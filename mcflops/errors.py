@@ -19,7 +19,18 @@ class SpecError(ValueError):
         if self.line is not None:
             where += f":{self.line}"
         field = f" {self.field}:" if self.field else ""
-        return f"{where}:{field} {self.message}"
+        return one_line(f"{where}:{field} {self.message}")
+
+
+_MAX_LINE = 600  # a message quoting a huge value (a pasted table, a 400-digit number) is cut here
+
+
+def one_line(text: str) -> str:
+    """The text as one printable line: control characters (newlines, tabs, ANSI escapes) are escaped
+    and an over-long message is shortened, so that a value quoted from a prior file cannot break
+    the one-line contract or drive the terminal."""
+    out = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    return out if len(out) <= _MAX_LINE else out[: _MAX_LINE - 5] + "[...]"
 
 
 def closest(word: object, options) -> str:
@@ -39,9 +50,13 @@ def kind(value: object) -> str:
     if isinstance(value, bool):
         return f"a boolean ({value})"
     if isinstance(value, str):
-        return f"the text '{value}'"
+        return f"the text '{_short(value)}'"
     if isinstance(value, Mapping):
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {_short(repr(value))}"
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 5] + "[...]"

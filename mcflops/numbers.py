@@ -19,7 +19,10 @@ def parse_number(value: object) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        out = float(value)
+        try:
+            out = float(value)
+        except OverflowError:  # an int beyond float range (10**400)
+            return None
         return out if math.isfinite(out) else None
     if isinstance(value, str):
         m = _NUMBER.match(value.strip())

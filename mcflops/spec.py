@@ -223,6 +223,10 @@ def read_yaml(p: Path) -> Mapping:
         raise SpecError(f"YAML error: {str(e).splitlines()[0]}", path=ctx) from None
     except RecursionError:
         raise SpecError("YAML nests too deeply", path=ctx) from None
+    except SpecError:
+        raise
+    except (ValueError, TypeError) as e:  # a scalar ruamel cannot construct (its own message, one line)
+        raise SpecError(f"unreadable YAML value: {e}", path=ctx) from None
     if data is None:
         raise SpecError("empty file: expected a mapping with name, hardware and priors", path=ctx)
     if not isinstance(data, Mapping):
@@ -239,10 +243,10 @@ _MAX_NODES = 100_000  # nodes visited with aliases expanded (a "billion laughs" 
 
 def _check_nodes(root: Any, path: str) -> None:
     """Refuse non-data tags, self-referencing aliases and alias bombs, naming the line."""
-    stack = [(root, ())]
+    stack = [(root, (), root.start_mark.line + 1)]
     seen = 0
     while stack:
-        node, ancestors = stack.pop()
+        node, ancestors, where = stack.pop()  # where: the line that refers to this node (its key's, for values)
         seen += 1
         line = node.start_mark.line + 1
         if seen > _MAX_NODES:
@@ -254,13 +258,17 @@ def _check_nodes(root: Any, path: str) -> None:
             raise SpecError(f"YAML tag '{shown}' is not allowed: prior files are plain data (numbers, text, "
                             "lists, mappings); nothing in them is constructed or run", path=path, line=line)
         if not isinstance(node.value, list):
+            if tag.endswith((":int", ":float")) and len(str(node.value)) > 100:
+                raise SpecError(f"a number {len(str(node.value))} characters long; write it with an exponent "
+                                "(405.9e9) or a suffix (15.6T)", path=path, line=line)
             continue
         if any(node is a for a in ancestors):
-            raise SpecError("a YAML alias refers to a mapping or list that contains it", path=path, line=line)
+            raise SpecError("a YAML alias refers to a mapping or list that contains it", path=path, line=where)
         inner = ancestors + (node,)
         for item in reversed(node.value):
-            for child in (item if isinstance(item, tuple) else (item,)):
-                stack.append((child, inner))
+            pair = item if isinstance(item, tuple) else (item,)
+            for child in pair:
+                stack.append((child, inner, pair[0].start_mark.line + 1))
 
 
 def _build(data: Mapping, ctx: _Ctx) -> Spec:
