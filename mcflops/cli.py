@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("file", nargs="+", help="prior file(s)")
     sub.add_parser("schema", help="print the JSON Schema of prior files (for editors)",
                    description="Print a JSON Schema of the prior-file format, for editor completion and checks.")
+    rp = sub.add_parser("report", help="re-render report.md and report.html of a run folder (no sampling)",
+                        description="Re-render DIR/report.md and DIR/report.html from DIR/summary.json, the resolved "
+                        "prior file and the figures in DIR, without sampling again (fast; no JAX).")
+    rp.add_argument("dir", help="a run folder written by `mcflops run`, e.g. reports/llama-3.1-405b")
     return p
 
 
@@ -84,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mcflops: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("mcflops: interrupted; nothing was written", file=sys.stderr)
+        done = f"after writing {_WRITTEN[-1]}" if _WRITTEN else "; nothing was written"
+        print(f"mcflops: interrupted{' ' if _WRITTEN else ''}{done}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
@@ -94,6 +99,8 @@ def _dispatch(args) -> int:
 
         print(json.dumps(json_schema(), indent=2))
         return 0
+    if args.command == "report":
+        return _report_command(args.dir)
     from .spec import load_spec
 
     if args.command == "validate":
@@ -103,6 +110,8 @@ def _dispatch(args) -> int:
                   f"({', '.join(spec.uncertain)}), observes {', '.join(spec.observe) or 'nothing'}")
         return 0
     spec = load_spec(args.file)
+    if args.command == "run":  # refuse a bad --out before sampling, not after
+        _check_out(Path(args.out) if args.out else Path("reports") / spec.name)
     _setup_jax()
     from . import api
 
@@ -169,19 +178,55 @@ class _progress:
         return False
 
 
+_WRITTEN: list[str] = []  # folders swapped into place by this process (for the Ctrl-C message)
+REPORT_MARKER = "summary.json"  # a folder holding this is a report that `run` may replace
+
+
+def _check_out(out: Path) -> None:
+    """Refuse an output folder that `run` must not replace: a file, or a folder that is not a report.
+
+    `run` replaces its output folder as a whole, so `--out .` or `--out ~/data` would delete what is
+    there: only an empty folder or a previous report (it holds summary.json) may be replaced.
+    """
+    where = str(out)
+    if out.is_symlink():
+        raise SpecError("is a symbolic link; give the folder itself", path=where, field="--out")
+    if out.exists() and not out.is_dir():
+        raise SpecError("exists and is not a folder; give a new folder or a previous report folder",
+                        path=where, field="--out")
+    if out.is_dir() and any(out.iterdir()) and not (out / REPORT_MARKER).is_file():
+        raise SpecError(f"exists and is not an mcflops report (no {REPORT_MARKER}); it would be replaced as a "
+                        "whole, so give a new folder", path=where, field="--out")
+    parent = out.resolve().parent
+    for p in (parent, *parent.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise SpecError(f"{p} is not a folder", path=where, field="--out")
+            break
+
+
 def _write_outputs(out: Path, res, data: dict[str, Any]) -> None:
     """Write the run's files into a temporary folder, then swap it into place: never half-written."""
     from .spec import resolved_dict
 
-    parent = out.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
+    _check_out(out)
+    out = out.resolve()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    except OSError as e:
+        raise SpecError(f"cannot write here: {e.strerror}", path=str(out), field="--out") from None
     try:
         (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n")
         _write_yaml(tmp / "spec.resolved.yaml", resolved_dict(res.spec))
         for hook in _OUTPUT_HOOKS:
             hook(tmp, res, data)
+        _write_report(tmp, res, out)  # last: it embeds the figures the hooks wrote
         _swap(tmp, out)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise SpecError(f"cannot write {e.filename or 'the report'}: {e.strerror}", path=str(out),
+                        field="--out") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -190,19 +235,67 @@ def _write_outputs(out: Path, res, data: dict[str, Any]) -> None:
 _OUTPUT_HOOKS: list = []  # callables (folder, result, summary) -> None that add files (plots, posterior.nc)
 
 
+def _write_report(folder: Path, res, out: Path) -> None:
+    """The headline figure (when matplotlib is there), then report.md and report.html from the folder's files."""
+    from .report import HEADLINE_FIGURE, render
+
+    draws = (res.draws or {}).get("gpu_hours")
+    if draws is not None:
+        try:
+            from .plots.report import headline
+
+            summary = json.loads((folder / "summary.json").read_text())
+            headline(folder / HEADLINE_FIGURE, summary, draws, (res.posterior_draws or {}).get("gpu_hours"),
+                     res.spec.hardware.count)
+        except ImportError:  # no matplotlib: the report goes without its headline figure
+            pass
+    for name, text in render(folder, label=str(out)).items():
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+def _report_command(folder: str) -> int:
+    """`mcflops report DIR`: re-render the report from the saved files (each file replaced atomically)."""
+    from .report import render
+
+    d = Path(folder)
+    if not d.is_dir():
+        raise SpecError("no such folder (expected a run folder written by `mcflops run`)", path=folder)
+    for name, text in render(d, label=str(d)).items():
+        tmp = d / f".{name}.tmp-{os.getpid()}"
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, d / name)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise SpecError(f"cannot write {name}: {e.strerror}", path=folder) from None
+    print(f"wrote {d / 'report.md'} and {d / 'report.html'}")
+    return 0
+
+
 def _swap(tmp: Path, out: Path) -> None:
+    """Put the finished folder in place with two renames, Ctrl-C held off until both are done.
+
+    If the second rename fails the previous report is moved back: the folder is always either the
+    old report or the new one, never a mixture and never missing.
+    """
     old = None
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
     try:
         if out.exists():
             old = out.with_name(f".{out.name}.old-{os.getpid()}")
             os.replace(out, old)
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        except BaseException:
+            if old is not None:
+                os.replace(old, out)
+            raise
+        _WRITTEN.append(str(out))
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     finally:
         if blocked is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _write_yaml(path: Path, data: dict) -> None:
