@@ -249,8 +249,17 @@ def _write_report(folder: Path, res, out: Path) -> None:
                      res.spec.hardware.count)
         except ImportError:  # no matplotlib: the report goes without its headline figure
             pass
-    for name, text in render(folder, label=str(out)).items():
+    for name, text in render(folder, label=_label(out)).items():
         (folder / name).write_text(text, encoding="utf-8")
+
+
+def _label(folder: Path) -> str:
+    """How the report names its folder in the regenerate command: relative to the working folder if inside it."""
+    p = Path(folder).resolve()
+    try:
+        return str(p.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
 
 
 def _report_command(folder: str) -> int:
@@ -260,7 +269,7 @@ def _report_command(folder: str) -> int:
     d = Path(folder)
     if not d.is_dir():
         raise SpecError("no such folder (expected a run folder written by `mcflops run`)", path=folder)
-    for name, text in render(d, label=str(d)).items():
+    for name, text in render(d, label=_label(d)).items():
         tmp = d / f".{name}.tmp-{os.getpid()}"
         try:
             tmp.write_text(text, encoding="utf-8")

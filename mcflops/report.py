@@ -112,9 +112,11 @@ def md_escape(text: Any) -> str:
 
 
 def _md_start(line: str) -> str:
-    """Escape a line start that would open a list, a heading underline or a code block."""
+    """Escape a line start that would open a list, a thematic break or a code block (CommonMark 4.1, 5.2)."""
     line = line.lstrip(" ")
-    return "\\" + line if re.match(r"^([-+](\s|$)|\d{1,9}[.)](\s|$))", line) else line
+    if line[:1] in ("-", "+"):
+        return "\\" + line
+    return re.sub(r"^(\d{1,9})([.)])", r"\1\\\2", line)
 
 
 def _md_inline(parts: Any) -> str:
