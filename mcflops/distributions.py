@@ -32,7 +32,7 @@ class Sampler:
     """How one input turns z into a centred log value. ``kind`` is static; arrays are leaves."""
 
     kind: str  # "const" | "affine" | "table"
-    center: float  # float64 log-centre, host side (static: it never enters the kernel)
+    center: float  # float64 log-centre, host side (a leaf so that new numbers never retrace; unused in the kernel)
     a: jax.Array  # affine: d = a + b z ; const: d = a
     b: jax.Array
     table: jax.Array  # table: d = interp(z) on the z grid (GRID + 1 values), else shape (1,)
@@ -45,7 +45,7 @@ class Sampler:
         return interp_table(self.table, z)
 
 
-jax.tree_util.register_dataclass(Sampler, data_fields=["a", "b", "table"], meta_fields=["kind", "center"])
+jax.tree_util.register_dataclass(Sampler, data_fields=["a", "b", "table", "center"], meta_fields=["kind"])
 
 
 def interp_table(table: jax.Array, z: jax.Array) -> jax.Array:

@@ -218,7 +218,11 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     nblocks = -(-n // size)
     ktop = 0
     if lik is not None:
-        ktop = int(min(max(math.ceil(3 * math.sqrt(n)), 1), 0.2 * n, size))  # PSIS tail size (Vehtari et al.)
+        # PSIS needs the largest M = min(S/5, 3 sqrt(S)) log-weights (Vehtari et al. 2024). Each block keeps
+        # at least 4096 (M for S up to 1.8M) rounded up to a power of two, so that sample counts share one
+        # compiled kernel; psis.py takes the M it needs from the merged top.
+        m_needed = int(min(max(math.ceil(3 * math.sqrt(n)), 1), 0.2 * n))
+        ktop = min(max(4096, 1 << (m_needed - 1).bit_length()), size)
     layout = Layout(size=size, keep=min(KEEP, size), ktop=ktop, posterior=lik is not None)
     fn = _CALLS.setdefault(layout, _calls(layout))
     lo32, inv32 = jnp.asarray(lo, jnp.float32), jnp.asarray(1.0 / width, jnp.float32)

@@ -62,8 +62,8 @@ class Model:
 
 
 jax.tree_util.register_dataclass(
-    Model, data_fields=["samplers", "attn_alpha", "copula"],
-    meta_fields=["inputs", "outputs", "centers", "flops_convention", "names"])
+    Model, data_fields=["samplers", "attn_alpha", "copula", "centers"],  # centres: leaves, unused in the kernel
+    meta_fields=["inputs", "outputs", "flops_convention", "names"])
 
 
 def build_model(spec: Spec) -> Model:
