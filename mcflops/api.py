@@ -84,7 +84,7 @@ def _jsonable(x: Any) -> Any:
 
 def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: int | None = None,
         progress: Callable[[int, int], None] | None = None, posterior: bool = True,
-        method: str = "auto") -> Result:
+        method: str = "auto", sensitivity: bool = False) -> Result:
     """Run a spec: the prior predictive of every output, and the posterior when it observes something.
 
     ``spec`` may be a :class:`Spec`, a path to a prior file, or a mapping (a notebook's dict).
@@ -102,6 +102,11 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
         raise SpecError("expected a seed >= 0", field="--seed")
     if samples != spec.samples or seed != spec.seed:
         spec = Spec(**{**spec.__dict__, "samples": samples, "seed": seed})
+    sens_opts = None
+    if sensitivity:  # validate the file's `sensitivity:` block before sampling (issue 4)
+        from . import sensitivity as sens
+
+        sens_opts = sens.options(spec)
     t0 = time.perf_counter()
     m = model_mod.build_model(spec)
     lik = engine.build_likelihood(spec, m)
@@ -130,6 +135,8 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
         from . import inference
 
         inference.attach_posterior(res, lik, method=method)
+    if sens_opts is not None:  # tornado, Sobol, correlations, sweeps -> summary.json "sensitivity"
+        res.sensitivity = sens.analyze(res, sens_opts)
     res.timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
     return res
 
