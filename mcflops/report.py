@@ -114,12 +114,13 @@ def md_escape(text: Any) -> str:
 def _md_start(line: str) -> str:
     """Escape a line start that would open a list, a thematic break or a code block (CommonMark 4.1, 5.2)."""
     line = line.lstrip(" ")
-    if line[:1] in ("-", "+"):
+    if re.match(r"^[-+](\s|$)", line) or re.match(r"^(-\s*){3,}$", line):
         return "\\" + line
-    return re.sub(r"^(\d{1,9})([.)])", r"\1\\\2", line)
+    return re.sub(r"^(\d{1,9})([.)])(?=\s|$)", r"\1\\\2", line)
 
 
-def _md_inline(parts: Any) -> str:
+def _md_inline(parts: Any, start: bool = True) -> str:
+    """Inline parts as one Markdown line; ``start``: the line begins a block (a paragraph, a list item)."""
     if isinstance(parts, str):
         parts = [parts]
     out = []
@@ -132,7 +133,8 @@ def _md_inline(parts: Any) -> str:
             out.append(f"**{md_escape(p).strip()}**")
         else:
             out.append(md_escape(p))
-    return _md_start("".join(out))
+    line = "".join(out)
+    return _md_start(line) if start else line.strip()
 
 
 def _md_block(b: Any) -> str:
@@ -151,7 +153,7 @@ def _md_block(b: Any) -> str:
     if isinstance(b, Table):
         head = "| " + " | ".join(md_escape(h) for h in b.header) + " |"
         rule = "|" + "|".join("---:" if i in b.num else "---" for i in range(len(b.header))) + "|"
-        rows = ["| " + " | ".join(_md_inline(c) for c in r) + " |" for r in b.rows]
+        rows = ["| " + " | ".join(_md_inline(c, start=False) for c in r) + " |" for r in b.rows]
         cap = [f"*{md_escape(b.caption)}*", ""] if b.caption else []
         return "\n".join([*cap, head, rule, *rows])
     if isinstance(b, Fig):

@@ -454,22 +454,22 @@ def data_blocks(obj: Any, title: str, depth: int = 0) -> list:
     """Readable tables for plain data of unknown shape (rows of records, columns of lists, scalars)."""
     if isinstance(obj, list) and obj and all(isinstance(r, Mapping) for r in obj):
         cols = list(dict.fromkeys(k for r in obj for k in r))
-        return [Table(cols, [[_cell(r.get(c)) for c in cols] for r in obj], caption=title)]
+        return [Table(cols, [[_cell(r.get(c)) for c in cols] for r in obj], caption=title if depth else None)]
     if not isinstance(obj, Mapping) or not obj:
         return [P([f"{title}: {_cell(obj)}"])]
     vals = list(obj.values())
-    if all(isinstance(v, Mapping) and v and all(not isinstance(x, Mapping) for x in v.values()) for v in vals):
+    if all(isinstance(v, Mapping) and v and all(not isinstance(x, (Mapping, list)) for x in v.values()) for v in vals):
         cols = list(dict.fromkeys(k for v in vals for k in v))
         return [Table(["", *cols], [[label(str(k)), *(_cell(v.get(c)) for c in cols)] for k, v in obj.items()],
-                      num=frozenset(range(1, len(cols) + 1)), caption=title)]
+                      num=frozenset(range(1, len(cols) + 1)), caption=title if depth else None)]
     lists = [v for v in vals if isinstance(v, list)]
     if lists and len(lists) == len(vals) and len({len(v) for v in lists}) == 1 and len(lists[0]) <= 40:
         cols = list(obj)
         return [Table(cols, [[_cell(obj[c][i]) for c in cols] for i in range(len(lists[0]))],
-                      num=frozenset(range(len(cols))), caption=title)]
+                      num=frozenset(range(len(cols))), caption=title if depth else None)]
     if all(not isinstance(v, (Mapping, list)) for v in vals):
         return [Table(["", "value"], [[label(str(k)), _cell(v)] for k, v in obj.items()], num=frozenset({1}),
-                      caption=title)]
+                      caption=title if depth else None)]
     if depth >= 2:
         return [P([f"{title}: ", C(_cell(obj))])]
     out: list = []
