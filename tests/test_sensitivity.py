@@ -1,0 +1,276 @@
+"""Sensitivity against answers we did not compute with it: closed forms, Ishigami, SALib, scipy.
+
+Statistical checks allow K = 4 Monte Carlo standard errors (delta-method SEs of the estimator; a
+two-sided normal false-failure rate of 6e-5 per comparison), with fixed keys.
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+import mcflops
+from mcflops import model as model_mod
+from mcflops import sensitivity as sens
+from mcflops.dists import Z95
+from mcflops.errors import SpecError
+
+K = 4.0
+
+
+def _sigma(lo, hi):
+    return (math.log(hi) - math.log(lo)) / (2 * Z95)
+
+
+LOGNORMAL = {
+    "name": "sobol-lognormal", "seed": 3, "samples": 20_000,
+    "priors": {"params": {"lognormal": [60e9, 80e9]}, "tokens": {"lognormal": [1e12, 2e12]}, "mfu": 0.4,
+               "peak_flops": {"lognormal": [300e12, 500e12]}},
+}
+SIGMAS = {"params": _sigma(60e9, 80e9), "tokens": _sigma(1e12, 2e12), "peak_flops": _sigma(300e12, 500e12)}
+
+
+def _model(spec):
+    return model_mod.build_model(mcflops.load_spec(spec))
+
+
+def test_lognormal_inputs_closed_form_log_and_linear(key):
+    """log GPU-hours = sum of +-sigma_i z_i: S_i = ST_i = sigma_i^2 / sum. GPU-hours (a product of
+    lognormals, S = sum sigma^2): S_i = (e^{s_i^2} - 1) / (e^S - 1), ST_i = e^{S - s_i^2} (e^{s_i^2} - 1) / (e^S - 1)."""
+    m = _model(LOGNORMAL)
+    out = sens.sobol(key, m, "gpu_hours", n=1 << 15)
+    names = out["names"]
+    s2 = np.array([SIGMAS[n] ** 2 for n in names])
+    S = s2.sum()
+    p = len(names)
+    log, lin = out["log"], out["linear"]
+    np.testing.assert_array_less(np.abs(log["first"] - s2 / S), K * log["first_se"])
+    np.testing.assert_array_less(np.abs(log["total"] - s2 / S), K * log["total_se"])
+    # first == total for an additive model: their difference within K SE of the difference (delta-method cov)
+    d = log["first"] - log["total"]
+    cov = log["cov"]
+    se_d = np.sqrt([cov[i, i] + cov[p + i, p + i] - 2 * cov[i, p + i] for i in range(p)])
+    np.testing.assert_array_less(np.abs(d), K * se_d)
+    s1 = np.expm1(s2) / math.expm1(S)
+    st = np.exp(S - s2) * np.expm1(s2) / math.expm1(S)
+    np.testing.assert_array_less(np.abs(lin["first"] - s1), K * lin["first_se"])
+    np.testing.assert_array_less(np.abs(lin["total"] - st), K * lin["total_se"])
+    assert np.all(log["first_se"] < 0.02)  # the test has power: SEs are small next to the indices
+
+
+def test_beta_input_var_log_share_by_quadrature(key):
+    """Any independent inputs of an additive log model: S_i = Var(log x_i) / sum (Var of a beta's log by quadrature)."""
+    spec = {**LOGNORMAL, "priors": {**LOGNORMAL["priors"], "goodput": {"beta": [0.8, 0.97]}}}
+    m = _model(spec)
+    dist = mcflops.load_spec(spec).priors["goodput"]
+    b = stats.beta(dist.params["a"], dist.params["b"])
+    m1 = integrate.quad(lambda x: math.log(x) * b.pdf(x), 0, 1, limit=200)[0]
+    m2 = integrate.quad(lambda x: math.log(x) ** 2 * b.pdf(x), 0, 1, limit=200)[0]
+    var = {**{n: s**2 for n, s in SIGMAS.items()}, "goodput": m2 - m1 * m1}
+    out = sens.sobol(key, m, "gpu_hours", n=1 << 15)
+    expect = np.array([var[n] for n in out["names"]]) / sum(var.values())
+    np.testing.assert_array_less(np.abs(out["log"]["first"] - expect), K * out["log"]["first_se"])
+    np.testing.assert_array_less(np.abs(out["log"]["total"] - expect), K * out["log"]["total_se"])
+
+
+def ishigami(params, z):
+    """Ishigami & Homma (1990) on uniforms U(-pi, pi) = -pi + 2 pi Phi(z)."""
+    a, b = params[0], params[1]
+    x = {k: -jnp.pi + 2 * jnp.pi * jax.scipy.special.ndtr(v) for k, v in z.items()}
+    y = jnp.sin(x["x1"]) + a * jnp.sin(x["x2"]) ** 2 + b * x["x3"] ** 4 * jnp.sin(x["x1"])
+    return y[None, :]
+
+
+def _ishigami_exact(a=7.0, b=0.1):
+    """Closed form (Sobol & Levitan 1999; Saltelli et al. 2000): D, D1, D2, D13."""
+    pi4, pi8 = math.pi**4, math.pi**8
+    D = a * a / 8 + b * pi4 / 5 + b * b * pi8 / 18 + 0.5
+    D1 = b * pi4 / 5 + b * b * pi8 / 50 + 0.5
+    D2 = a * a / 8
+    D13 = b * b * pi8 / 18 - b * b * pi8 / 50
+    return np.array([D1, D2, 0.0]) / D, np.array([D1 + D13, D2, D13]) / D
+
+
+def test_ishigami_within_standard_errors(key):
+    s1, st = _ishigami_exact()
+    # the closed form reproduces the published values (SALib docs, Saltelli et al. 2010)
+    np.testing.assert_allclose(s1, [0.314, 0.442, 0.0], atol=6e-4)
+    np.testing.assert_allclose(st, [0.558, 0.442, 0.244], atol=6e-4)
+    sums = sens.sobol_sums(key, ishigami, jnp.asarray([7.0, 0.1]), ("x1", "x2", "x3"), 1 << 15)
+    ix = sens.sobol_indices(sums)
+    np.testing.assert_array_less(np.abs(ix["first"] - s1), K * ix["first_se"])
+    np.testing.assert_array_less(np.abs(ix["total"] - st), K * ix["total_se"])
+    assert np.all(ix["first_se"] < 0.03) and np.all(ix["total_se"] < 0.03)
+
+
+def test_blocks_do_not_change_the_answer(key):
+    """Keyed blocks: the sums depend on the base count and the seed, not on how many blocks a call takes."""
+    args = (key, ishigami, jnp.asarray([7.0, 0.1]), ("x1", "x2", "x3"), 3 * 4096 + 5)
+    a = sens.sobol_sums(*args, size=4096, blocks_per_call=1)
+    b = sens.sobol_sums(*args, size=4096, blocks_per_call=2)
+    np.testing.assert_allclose(a["s"], b["s"], rtol=1e-12)
+
+
+def test_salib_agrees_on_gpu_hours(key):
+    """SALib's Sobol (Sobol'-sequence Saltelli design, bootstrap CIs) on the same model and the same output."""
+    from SALib.analyze import sobol as sobol_analyze
+    from SALib.sample import sobol as sobol_sample
+
+    spec = {"name": "salib", "hardware": {"accelerator": "h100-sxm"},
+            "priors": {"params": 70e9, "tokens": {"lognormal": [1e12, 3e12]}, "mfu": {"beta": [0.25, 0.5]},
+                       "goodput": {"beta": [0.7, 0.97]}}}
+    m = _model(spec)
+    ours = sens.sobol(key, m, "gpu_hours", n=1 << 15)
+    names = ours["names"]
+    problem = {"num_vars": len(names), "names": list(names), "bounds": [[0.0, 1.0]] * len(names),
+               "dists": ["norm"] * len(names)}  # SALib 'norm': [mean, sd] -> the standard-normal z of each input
+    Z = sobol_sample.sample(problem, 1 << 13, calc_second_order=False, seed=11)
+    v = model_mod.evaluate(m, {n: jnp.asarray(Z[:, i], jnp.float32) for i, n in enumerate(names)})
+    Y = np.exp(np.asarray(v["gpu_hours"], np.float64))
+    ref = sobol_analyze.analyze(problem, Y, calc_second_order=False, num_resamples=300, seed=12)
+    z975 = stats.norm.ppf(0.975)
+    for key_, conf in (("first", "S1"), ("total", "ST")):
+        se = np.hypot(ours["linear"][f"{key_}_se"], ref[f"{conf}_conf"] / z975)
+        np.testing.assert_array_less(np.abs(ours["linear"][key_] - ref[conf]), K * se)
+
+
+def test_sobol_compiles_once_per_structure(key):
+    m1 = _model(LOGNORMAL)
+    sens.sobol(key, m1, "gpu_hours", n=4096)
+    size = sens._sobol_call._cache_size()
+    other = {**LOGNORMAL, "priors": {"params": {"lognormal": [7e9, 9e9]}, "tokens": {"lognormal": [2e12, 5e12]},
+                                     "mfu": 0.3, "peak_flops": {"lognormal": [100e12, 200e12]}}}
+    sens.sobol(jax.random.key(9), _model(other), "gpu_hours", n=4096)
+    assert sens._sobol_call._cache_size() == size
+
+
+def test_tornado_matches_the_chain_at_scipy_quantiles():
+    """Each input at its scipy p5/p95, others at scipy medians, through the float64 napkin chain (palm:
+    the nonlinear attention term counts)."""
+    spec = mcflops.load_spec({
+        "name": "tornado", "hardware": {"accelerator": "h100-sxm"}, "flops": "palm",
+        "architecture": {"layers": 32, "d_model": 4096, "heads": 32, "seq_len": 32768, "vocab": 32000},
+        "priors": {"params": {"lognormal": [5e9, 9e9]}, "tokens": {"lognormal": [1e12, 2e12]},
+                   "mfu": {"beta": [0.3, 0.5]}, "goodput": {"triangular": [0.8, 0.9, 0.99]}}})
+    from mcflops.distributions import scipy_dist
+
+    tor = sens.tornado(model_mod.build_model(spec))
+    med = {n: float(scipy_dist(d).ppf(0.5)) for n, d in spec.priors.items()}
+    assert tor["base"] == pytest.approx(model_mod.chain(spec, med)["gpu_hours"], rel=1e-4)
+    swings = []
+    for bar in tor["inputs"]:
+        n = bar["input"]
+        d = scipy_dist(spec.priors[n])
+        for tag, p in (("p5", 0.05), ("p95", 0.95)):
+            ref = model_mod.chain(spec, {**med, n: float(d.ppf(p))})["gpu_hours"]
+            assert bar[f"at_{tag}"] == pytest.approx(ref, rel=1e-4), (n, tag)
+            assert bar[f"input_{tag}"] == pytest.approx(float(d.ppf(p)), rel=1e-4)
+        swings.append(bar["swing"])
+    assert swings == sorted(swings, reverse=True)
+
+
+def test_sweep_answers_the_mfu_question(key):
+    """MFU 0.40 -> 0.30: every draw's GPU-hours scale by 0.40/0.30 (same draws at each point); the
+    quantiles at a fixed MFU match the lognormal closed form of the other inputs."""
+    spec = mcflops.load_spec(LOGNORMAL)
+    m = model_mod.build_model(spec)
+    n = 1 << 15
+    out = sens.sweep(key, m, "mfu", [0.40, 0.30], n=n)
+    assert out["p50_vs_first"][1] == pytest.approx(0.40 / 0.30, rel=1e-5)
+    for k in ("p5", "p95", "mean"):
+        assert out[k][1] / out[k][0] == pytest.approx(0.40 / 0.30, rel=1e-5)
+    sigma = math.sqrt(sum(s * s for s in SIGMAS.values()))
+    mu = (0.5 * math.log(60e9 * 80e9) + math.log(6) + 0.5 * math.log(1e12 * 2e12)
+          - 0.5 * math.log(300e12 * 500e12) - math.log(0.40) - math.log(3600))
+    for k, p in (("p5", 0.05), ("p50", 0.5), ("p95", 0.95)):
+        zp = stats.norm.ppf(p)
+        se_log = sigma * math.sqrt(p * (1 - p) / n) / stats.norm.pdf(zp)
+        assert abs(math.log(out[k][0]) - (mu + sigma * zp)) < K * se_log, k
+
+
+def test_analyze_in_a_run_and_summary_json(key):
+    spec = {**LOGNORMAL, "priors": {**LOGNORMAL["priors"], "price": {"lognormal": [2, 4]}},
+            "sensitivity": {"sweep": {"mfu": [0.30, 0.45]}, "sobol_samples": 4096}}
+    res = mcflops.run(spec, samples=20_000, sensitivity=True)
+    s = res.to_dict()["sensitivity"]
+    assert set(s["sobol"]) == {"params", "tokens", "peak_flops"}  # price does not move GPU-hours
+    assert s["unused"] == ["price"]
+    for v in s["sobol"].values():
+        assert set(v) == {"first", "total", "first_se", "total_se"}
+    sw = s["sweeps"]["mfu"]
+    np.testing.assert_allclose(sw["values"], np.linspace(0.30, 0.45, 16))
+    assert sw["values"][10] == pytest.approx(0.40)
+    assert sw["p50_vs_first"][10] == pytest.approx(0.30 / 0.40, rel=1e-5)
+    # prior Pearson correlation of log input and log output is +-sqrt(S_i) in an additive log model
+    sig2 = {n: SIGMAS[n] ** 2 for n in SIGMAS}
+    r = s["correlations"]["prior"]["pearson_log"]
+    for n, v in sig2.items():
+        sign = -1 if n == "peak_flops" else 1
+        assert r[n] == pytest.approx(sign * math.sqrt(v / sum(sig2.values())), abs=0.03)
+
+
+def test_posterior_reports_correlations_not_sobol_shares():
+    spec = {"name": "post", "hardware": {"accelerator": "h100-sxm"},
+            "priors": {"params": 70e9, "tokens": {"lognormal": [1e12, 2e12]}, "mfu": {"beta": [0.3, 0.5]},
+                       "goodput": {"beta": [0.8, 0.97]}},
+            "observe": {"gpu_hours": {"value": 7e5, "sigma": 0.05}}, "sensitivity": {"sobol_samples": 4096}}
+    res = mcflops.run(spec, samples=50_000, sensitivity=True)
+    s = res.sensitivity
+    post = s["correlations"]["posterior"]
+    assert set(post["spearman"]) == {"tokens", "mfu", "goodput"}
+    assert any("posterior" in n for n in s["notes"])
+    # the data pin down tokens / (mfu x goodput): the posterior correlation of log mfu with log
+    # goodput is negative (the engine's weighted sums)
+    from mcflops.summary import correlation
+
+    C = correlation(res.sums, "post")
+    names = list(res.sums.names)
+    assert C[names.index("mfu"), names.index("goodput")] < -0.1
+
+
+BAD = """name: bad
+hardware: {accelerator: h100-sxm}
+priors:
+  params: 70e9
+  tokens: {lognormal: [1e12, 2e12]}
+  mfu: {beta: [0.3, 0.5]}
+sensitivity: %s
+"""
+
+
+@pytest.mark.parametrize("block, field", [
+    ({"sweep": {"mfu": [0.5, 0.3]}}, "sensitivity.sweep.mfu"),
+    ({"sweep": {"mfu": [0.3, 1.5]}}, "sensitivity.sweep.mfu"),
+    ({"sweep": {"price": [1, 2]}}, "sensitivity.sweep.price"),
+    ({"sweep": {"mfuu": [0.3, 0.4]}}, "sensitivity.sweep.mfuu"),
+    ({"sweep": {"mfu": {"values": ["x", 0.3]}}}, "sensitivity.sweep.mfu"),
+    ({"sweep": [0.3, 0.4]}, "sensitivity.sweep"),
+    ({"points": 1}, "sensitivity.points"),
+    ({"sobol_samples": 10}, "sensitivity.sobol_samples"),
+    ({"output": "cost"}, "sensitivity.output"),
+    ({"swep": {}}, "sensitivity.swep"),
+])
+def test_bad_sensitivity_block_names_field_and_line(tmp_path, block, field):
+    import json
+
+    p = tmp_path / "bad.yaml"
+    p.write_text(BAD % json.dumps(block))
+    spec = mcflops.load_spec(p)
+    with pytest.raises(SpecError) as e:
+        sens.options(spec)
+    assert e.value.field == field
+    assert e.value.line == 7 and e.value.path == str(p)
+
+
+def test_command_line_sweeps():
+    spec = mcflops.load_spec(LOGNORMAL)
+    o = sens.options(spec, sweeps=["mfu=0.40,0.30", "peak_flops=3e14:5e14"], points=5)
+    assert dict(o.sweeps)["mfu"] == (0.40, 0.30)
+    np.testing.assert_allclose(dict(o.sweeps)["peak_flops"], np.linspace(3e14, 5e14, 5))
+    for bad in ("mfu", "mfu=", "mfu=0.4:0.3", "mfu=0.5,1.2", "nope=1,2"):
+        with pytest.raises(SpecError) as e:
+            sens.options(spec, sweeps=[bad])
+        assert e.value.field == "--sweep"
