@@ -43,6 +43,10 @@ observe:
 """
 
 
+def _3(x: float) -> str:
+    return f"{x:#.3g}".rstrip(".")
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     base = tmp_path_factory.mktemp("browser")
@@ -84,10 +88,10 @@ def test_report_in_chromium(browser, run_dir):
         assert sorted((w, h) for _, w, h in imgs) == sorted(report.png_size(p.read_bytes()) for p in pngs)
         text = " ".join(page.inner_text("body").split())
         g = s["prior"]["gpu_hours"]
-        assert f"{g['p50'] / 1e6:.3g}M GPU-hours" in text
-        assert f"{g['p5'] / 1e6:.3g}M–{g['p95'] / 1e6:.3g}M" in text
+        assert f"{_3(g['p50'] / 1e6)}M GPU-hours" in text  # GPU-hours in millions, 3 significant digits
+        assert f"{_3(g['p5'] / 1e6)}M–{_3(g['p95'] / 1e6)}M" in text
         assert f"{s['observed']['gpu_hours']['value'] / 1e6:.4g}M GPU-hours" in text
-        assert f"{s['prior']['wall_days']['p50']:.3g} days" in text
+        assert f"{_3(s['prior']['wall_days']['p50'])} days" in text
         assert EVIL in text  # shown as text ...
         assert page.evaluate("document.scripts.length") == 0 and seen["dialogs"] == []  # ... and never run
         assert seen["errors"] == []

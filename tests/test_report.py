@@ -95,6 +95,15 @@ class Cells(HTMLParser):
             self._cell.append(data)
 
 
+def _3(x: float) -> str:
+    """Three significant digits, trailing zeros kept (28.0, 29.5): how the report writes numbers."""
+    return f"{x:#.3g}".rstrip(".")
+
+
+def _m(x: float) -> str:
+    return _3(x / 1e6)
+
+
 def _md_to_html(md: str) -> str:
     from markdown_it import MarkdownIt
 
@@ -186,8 +195,8 @@ def test_headline_numbers_and_section_order(run_dir):
     g = s["prior"]["gpu_hours"]
     # GPU-hours in millions, 3 significant digits (written independently of the report's formatter)
     for x in (g["p50"], g["p5"], g["p95"]):
-        assert f"{x / 1e6:.3g}M" in page
-    assert f"{s['prior']['wall_days']['p50']:.3g} days" in page
+        assert f"{_m(x)}M" in page
+    assert f"{_3(s['prior']['wall_days']['p50'])} days" in page
     assert f"{s['observed']['gpu_hours']['value'] / 1e6:.4g}M" in page
     assert f"{round(s['observed']['gpu_hours']['prior_percentile'])}" in page
     assert f"{100 * s['posterior']['mfu']['p50']:.1f}%" in page
@@ -315,30 +324,61 @@ def test_no_observation_and_no_sensitivity(run_dir, tmp_path):
     assert "Not computed" not in secs["napkin"] and "Not computed" not in secs["assumptions"]
 
 
+SENSITIVITY = {  # the shape sensitivity.analyze gives (numbers rounded from a run of priors/_smoke.yaml)
+    "output": "gpu_hours",
+    "tornado": {"output": "gpu_hours", "base": 29.38e6, "inputs": [
+        {"input": "mfu", "input_p5": 0.3511, "input_p95": 0.4498, "at_p5": 33.449e6, "at_p95": 26.11e6,
+         "swing": 7.34e6, "swing_rel": 0.2499},
+        {"input": "tokens", "input_p5": 15.0e12, "input_p95": 16.8e12, "at_p5": 27.76e6, "at_p95": 31.09e6,
+         "swing": 3.33e6, "swing_rel": 0.1134}]},
+    "sobol": {"tokens": {"first": 0.142, "total": 0.140, "first_se": 0.002, "total_se": 0.001},
+              "mfu": {"first": 0.661, "total": 0.664, "first_se": 0.005, "total_se": 0.003}},
+    "sobol_info": {"scale": "log gpu_hours", "base_samples": 65536, "estimators": "Saltelli 2010 / Jansen 1999"},
+    "correlations": {"prior": {"pearson_log": {"tokens": 0.36, "mfu": -0.82},
+                               "spearman": {"tokens": 0.35, "mfu": -0.81}}},
+    "sweeps": {"mfu": {"input": "mfu", "output": "gpu_hours", "values": [0.30, 0.35, 0.40, 0.45],
+                       "p5": [36.3e6, 31.1e6, 27.2e6, 24.2e6], "p50": [39.3e6, 33.7e6, 29.5e6, 26.2e6],
+                       "p95": [43.4e6, 37.2e6, 32.5e6, 28.9e6]}},
+    "notes": ["a note with <i>markup</i>"],
+}
+
+
 def test_sensitivity_tables_and_figures_land_in_section_4(run_dir, tmp_path):
     s = json.loads((run_dir / "summary.json").read_text())
-    s["sensitivity"] = {
-        "tornado": [{"input": "mfu", "low": 34.0e6, "high": 25.9e6, "swing": 8.1e6},
-                    {"input": "tokens", "low": 28.0e6, "high": 31.3e6, "swing": 3.3e6}],
-        "sobol": {"log_gpu_hours": {"tokens": {"first": 0.12, "total": 0.13, "first_se": 0.01, "total_se": 0.01},
-                                    "mfu": {"first": 0.61, "total": 0.62, "first_se": 0.02, "total_se": 0.02}}},
-        "sweeps": {"mfu": {"grid": [0.3, 0.35, 0.4], "p5": [35e6, 30e6, 26e6], "p50": [39e6, 33e6, 29e6]}},
-    }
+    s["sensitivity"] = SENSITIVITY
     d = _folder(tmp_path, s, (run_dir / "spec.resolved.yaml").read_text(),
                 figures=("tornado.png", "sobol.png", "sweep_mfu.png", "posterior_mfu.png", "zzz_misc.png"))
     html_text = report.render(d)["report.html"]
-    secs = _sections(html_text)
-    drv = secs["drivers"]
+    drv = _sections(html_text)["drivers"]
     assert "Not computed" not in drv
-    assert drv.index("MFU explains the most") < drv.index("0.610 ± 0.020")
-    assert drv.index("0.620 ± 0.020") < drv.index("0.130 ± 0.010")  # sorted by total index
-    assert "mfu 34.0M 25.9M 8.10M tokens 28.0M 31.3M 3.30M" in drv  # tornado: a row per input
-    assert "grid p5 p50 0.300 35.0M 39.0M 0.350 30.0M 33.0M" in drv  # sweep: a column per list
+    assert "MFU moves GPU-hours most: 33.4M with MFU at its p5 (35.1%), 26.1M at its p95 (45.0%), a swing of 25%" \
+        in drv
+    assert "MFU 35.1% → 33.4M 45.0% → 26.1M 25.0% tokens (D) 15.0T → 27.8M 16.8T → 31.1M 11.3%" in drv
+    assert drv.index("0.664 ± 0.003") < drv.index("0.140 ± 0.001")  # sorted by total index
+    assert "log GPU-hours: MFU explains the most: first-order index 0.66, total 0.66" in drv
+    assert "tokens (D) +0.36 +0.35 MFU -0.82 -0.81" in drv
+    assert "With MFU fixed at 30.0%, the median GPU-hours is 39.3M (90%: 36.3M–43.4M); at 45.0% it is 26.2M" in drv
+    assert "a factor of 1.50" in drv and "40.0% 27.2M 29.5M 32.5M" in drv
+    assert "Note: a note with <i>markup</i>" in drv and "<i>" not in html_text
     # each figure embedded once, in its section
-    raw = {sid: chunk for sid, chunk in ((c.split('"', 1)[0], c) for c in html_text.split('<section id="')[1:])}
+    raw = {c.split('"', 1)[0]: c for c in html_text.split('<section id="')[1:]}
     assert raw["drivers"].count("<img") == 3 and raw["implied"].count("<img") == 1
     assert raw["figures"].count("<img") == 1
     assert html_text.count("<img") == 5
+
+
+def test_sensitivity_of_another_shape_still_renders(run_dir, tmp_path):
+    s = json.loads((run_dir / "summary.json").read_text())
+    s["sensitivity"] = {
+        "tornado": [{"input": "mfu", "low": 34.0e6, "high": 25.9e6, "swing": 8.1e6}],
+        "sobol": {"log_gpu_hours": {"mfu": {"first": 0.61, "total": 0.62, "first_se": 0.02, "total_se": 0.02}}},
+        "sweeps": {"mfu": {"grid": [0.3, 0.35, 0.4], "p5": [35e6, 30e6, 26e6], "p50": [39e6, 33e6, 29e6]}},
+    }
+    drv = _sections(report.render(_folder(tmp_path, s))["report.html"])["drivers"]
+    assert "Not computed" not in drv
+    assert "mfu 34.0M 25.9M 8.10M" in drv  # a row per record
+    assert "log GPU-hours / log_gpu_hours: MFU explains the most" in drv
+    assert "grid p5 p50 0.300 35.0M 39.0M 0.350 30.0M 33.0M" in drv  # a column per list
 
 
 def test_reported_range_probability_is_shown(run_dir, tmp_path):
