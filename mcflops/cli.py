@@ -68,7 +68,53 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Re-render DIR/report.md and DIR/report.html from DIR/summary.json, the resolved "
                         "prior file and the figures in DIR, without sampling again (fast; no JAX).")
     rp.add_argument("dir", help="a run folder written by `mcflops run`, e.g. reports/llama-3.1-405b")
+    _sens_parsers(sub, common)
     return p
+
+
+def _sens_parsers(sub, common) -> None:
+    """`sensitivity`, `plan` and `compare` (issue 4)."""
+    out_help = "also write <command>.json and the figures (PNG) into this folder (created if missing)"
+    se = sub.add_parser("sensitivity", help="what moves the estimate: tornado, Sobol indices, correlations, sweeps",
+                        description="Which input moves the output most: a tornado (each input at its p5 and p95, the "
+                        "others at their medians), Sobol first-order and total indices (Saltelli sampling, Jansen "
+                        "estimators, with standard errors) on log output and on the output, rank correlations (under "
+                        "the posterior too when the file observes something), and sweeps of one input.")
+    common(se, out=False)
+    se.add_argument("--out", help=out_help)
+    se.add_argument("--output", help="the output to analyse (default: the file's sensitivity.output, else gpu_hours)")
+    se.add_argument("--sweep", action="append", metavar="INPUT=LO:HI|INPUT=V1,V2",
+                    help="sweep one input: a grid from LO to HI (--points values) or the listed values, e.g. "
+                    "mfu=0.40,0.30 answers 'what if MFU falls from 40%% to 30%%'; repeatable")
+    se.add_argument("--points", type=_positive_int, help="grid points of a LO:HI sweep (default 16)")
+    se.add_argument("--sobol-samples", type=_positive_int,
+                    help="Saltelli base draws N (default 65536; the model is evaluated N x (inputs + 2) times)")
+    pl = sub.add_parser("plan", help="accelerators for a deadline, days on a cluster, tokens in a budget",
+                        description="Run the estimate backwards, each answer with a probability: how many "
+                        "accelerators finish within --deadline-days with probability --prob, how many days --gpus "
+                        "accelerators need, how many tokens fit in --budget-hours or --budget-usd. Defaults come "
+                        "from the file's plan: block; uses the prior predictive unless --posterior.")
+    common(pl, out=False)
+    pl.add_argument("--out", help=out_help)
+    pl.add_argument("--deadline-days", metavar="D", help="finish within D days of wall-clock time")
+    pl.add_argument("--prob", metavar="P", help="probability each answer must hold with (default 0.9)")
+    pl.add_argument("--gpus", metavar="N", help="cluster size for the days question (default: hardware.count)")
+    pl.add_argument("--budget-hours", metavar="H", help="accelerator-hour budget: tokens that fit (e.g. 2M)")
+    pl.add_argument("--budget-usd", metavar="B", help="dollar budget: tokens that fit (needs a price prior)")
+    pl.add_argument("--posterior", action="store_true",
+                    help="plan on the posterior (importance-weighted by the file's observe: block)")
+    cp = sub.add_parser("compare", help="two prior files on the same random draws: B / A",
+                        description="Compare two scenarios (e.g. H100 vs H200 for the same run) on common random "
+                        "numbers: inputs with the same name get the same draws, so the ratio B / A shows only what "
+                        "differs. Seed and sample count come from file A unless given.")
+    cp.add_argument("file_a", help="prior file A (the reference)")
+    cp.add_argument("file_b", help="prior file B")
+    cp.add_argument("--output", default="gpu_hours", help="the output to compare (default gpu_hours)")
+    cp.add_argument("--samples", type=_positive_int, help="Monte Carlo draws (default: A's samples:)")
+    cp.add_argument("--seed", type=_positive_int, help="random seed (default: A's seed:)")
+    cp.add_argument("--json", action="store_true", help="print the result as JSON on stdout instead of tables")
+    cp.add_argument("--quiet", action="store_true", help="no progress bar")
+    cp.add_argument("--out", help=out_help)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -101,11 +147,16 @@ def _dispatch(args) -> int:
         return 0
     if args.command == "report":
         return _report_command(args.dir)
+    if args.command in ("sensitivity", "plan", "compare"):
+        return _sens_command(args)
     from .spec import load_spec
 
     if args.command == "validate":
+        from .terminal_sens import validate_extras
+
         for f in args.file:
             spec = load_spec(f)
+            validate_extras(spec)
             print(f"{f}: ok: {spec.name}, {len(spec.uncertain)} uncertain inputs "
                   f"({', '.join(spec.uncertain)}), observes {', '.join(spec.observe) or 'nothing'}")
         return 0
@@ -117,7 +168,8 @@ def _dispatch(args) -> int:
 
     with _progress(args.quiet or args.json) as progress:
         res = api.run(spec, samples=args.samples, seed=args.seed, progress=progress,
-                      posterior=args.command == "run", method=getattr(args, "method", "auto"))
+                      posterior=args.command == "run", method=getattr(args, "method", "auto"),
+                      sensitivity=args.command == "run")
     data = res.to_dict()
     if args.command == "run":
         out = Path(args.out) if args.out else Path("reports") / spec.name
@@ -233,6 +285,70 @@ def _write_outputs(out: Path, res, data: dict[str, Any]) -> None:
 
 
 _OUTPUT_HOOKS: list = []  # callables (folder, result, summary) -> None that add files (plots, posterior.nc)
+
+
+def _sens_command(args) -> int:
+    """`mcflops sensitivity | plan | compare`: compute, optionally write JSON + figures, print."""
+    _setup_jax()
+    from . import terminal_sens
+
+    with _progress(args.quiet or args.json) as progress:
+        data, figures = terminal_sens.compute(args, progress)
+    if args.out:
+        out = Path(args.out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            _replace_file(out / f"{args.command}.json", lambda p: p.write_text(json.dumps(data, indent=2) + "\n"))
+            for name, draw in figures.items():
+                try:
+                    _replace_file(out / name, draw)
+                except ImportError:  # no matplotlib: JSON only
+                    break
+        except OSError as e:
+            raise SpecError(f"cannot write: {e.strerror}", path=str(args.out), field="--out") from None
+        data["out"] = str(out)
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        terminal_sens.show(args.command, data)
+    return 0
+
+
+def _replace_file(path: Path, write) -> None:
+    """Write via a temporary file in the same folder, then rename: a file is never half-written."""
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _sensitivity_figures(folder: Path, res, data) -> None:
+    """tornado.png, sobol.png and sweep_<input>.png in a run folder (issue 4); skipped without matplotlib."""
+    if res.sensitivity:
+        try:
+            from .plots.sensitivity import run_figures
+
+            run_figures(folder, res.sensitivity)
+        except ImportError:
+            pass
+
+
+_OUTPUT_HOOKS.append(_sensitivity_figures)
+
+
+def _posterior_files(folder: Path, res, data) -> None:
+    """posterior.nc (ArviZ) and the posterior figures (issue 3); each skipped with a note when its library is missing."""
+    if res.posterior:
+        from .plots.posterior import output_hook as figures
+        from .posterior_io import output_hook as netcdf
+
+        netcdf(folder, res, data)
+        figures(folder, res, data)
+
+
+_OUTPUT_HOOKS.append(_posterior_files)
 
 
 def _write_report(folder: Path, res, out: Path) -> None:
