@@ -118,7 +118,7 @@ def _parts(name: str, x: float, d: int) -> tuple[str, str, str]:
     if name == "peak_flops":
         return "", format_number(x, 4), " FLOP/s"
     if name == "pue":
-        return "", f"{x:.{d}g}", ""
+        return "", sig(x, d), ""
     return "", format_number(x, max(d, 3)), ""
 
 
@@ -374,12 +374,16 @@ def _why(run, ch: Mapping) -> list:
 
 
 def _ranges(obj: Any, path: tuple = (), depth: int = 0):
-    """(path, low, high, probability) of every {low, high, probability} record (P(low <= x <= high))."""
+    """(path, record) of every P(low <= x <= high) record: {low, high | range: [low, high], probability |
+    posterior_probability, prior_probability?, source?}, with low/high/probability filled in."""
     if not isinstance(obj, Mapping) or depth > 3:
         return
-    prob = next((obj[k] for k in ("probability", "posterior_probability", "prob") if num(obj.get(k))), None)
-    if num(obj.get("low")) and num(obj.get("high")) and prob is not None:
-        yield path, obj["low"], obj["high"], prob
+    prob = next((obj[k] for k in ("posterior_probability", "probability", "prob") if num(obj.get(k))), None)
+    lo, hi = obj.get("low"), obj.get("high")
+    if isinstance(obj.get("range"), list) and len(obj["range"]) == 2:
+        lo, hi = obj["range"]
+    if num(lo) and num(hi) and prob is not None:
+        yield path, {**obj, "low": lo, "high": hi, "probability": prob}
         return
     for k, v in obj.items():
         yield from _ranges(v, (*path, str(k)), depth + 1)
@@ -398,19 +402,32 @@ def implied(run) -> Section:
     if m0 and m1:
         sec.blocks.append(P(["Posterior MFU ", B(median_ci("mfu", m1)), " against the prior ", median_ci("mfu", m0),
                              "."]))
-    for path, lo, hi, p in _ranges(post):
+    for path, r in _ranges(post):
         if "mfu" in " ".join(path).lower():
-            sec.blocks.append(P([f"Posterior probability that MFU lies in the paper's {interval('mfu', lo, hi)}: ",
-                                 B(f"{p:.2f}"), "."]))
+            text = [f"Posterior probability that MFU lies in the paper's {interval('mfu', r['low'], r['high'])}: ",
+                    B(f"{r['probability']:.2f}")]
+            if num(r.get("prior_probability")):
+                text.append(f" (prior {r['prior_probability']:.2f})")
+            if r.get("flops_convention"):
+                text.append(f", with MFU counted by {r['flops_convention']} FLOPs")
+            text.append(f". The paper's figure: {r['source']}." if r.get("source") else ".")
+            sec.blocks.append(P(text))
+    prod = stat(post, "mfu_x_goodput")
+    if prod:
+        text = ["MFU × goodput, the share of peak FLOP/s the run turned into training over its whole length: ",
+                B(median_ci("mfu", prod))]
+        if num(prod.get("log_sd")) and num(prod.get("log_sd_mfu")):
+            text.append(f"; its log-sd {prod['log_sd']:.3f} against {prod['log_sd_mfu']:.3f} for MFU alone")
+        sec.blocks.append(P([*text, "."]))
     corr = post.get("corr_mfu_goodput_log")
     if num(corr):
         strong = corr < -0.2
         sec.blocks.append(P(["The MFU-goodput ridge: the posterior correlation of log MFU and log goodput is ",
                              B(f"{corr:+.2f}"), ". " + (
-                                 "The published figure fixes roughly their product, not each: less downtime means "
-                                 "a lower MFU matches the same hours, and the MFU interval is as wide as it is "
-                                 "because goodput is uncertain." if strong else
-                                 "The data separate them little; their product is what the figure measures.")]))
+                                 "The published figure measures their product, not each: a run with less downtime "
+                                 "needs a lower MFU to match the same hours, so part of the width of the MFU "
+                                 "interval is goodput's uncertainty." if strong else
+                                 "They trade off only weakly here; the figure measures their product.")]))
     q = _quote(run)
     if q:
         sec.blocks += [Sub("A sentence a reviewer can quote"), P([q], "quote")]
@@ -439,7 +456,7 @@ def _quote(run) -> str | None:
             f"({conv} FLOPs{hw}) at {median_ci('mfu', m1)}, against a prior of {median_ci('mfu', m0)}.")
     corr = post.get("corr_mfu_goodput_log")
     if num(corr) and corr < -0.2 and stat(post, "goodput"):
-        text += (f" The figure constrains MFU × goodput more than either: with goodput "
+        text += (f" The figure measures MFU × goodput, not each: with goodput "
                  f"{median_ci('goodput', post['goodput'])}, the two trade off (log correlation {corr:+.2f}).")
     return text
 

@@ -65,7 +65,9 @@ def headline(path, summary: Mapping[str, Any], prior_draws: np.ndarray,
         title = (f"Priors: {prior['p50'] / m:.3g}M GPU-hours (90%: {prior['p5'] / m:.3g}–{prior['p95'] / m:.3g}M)")
     pct = obs.get("prior_percentile")
     if value and pct is not None:
-        title += f"\nthe published {value / m:.4g}M sits at the {pct:.0f}th percentile of the priors"
+        n = int(round(pct))
+        nth = f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+        title += f"\nthe published {value / m:.4g}M sits at the {nth} percentile of the priors"
     ax.set_title(title, loc="left")
     ax.legend(loc="upper right", fontsize=8)
     return style.save(fig, path)
