@@ -157,13 +157,13 @@ def _sobol_block(key, params, block, n_valid, f, names, static, size):
     def fz(Z):
         return f(params, {n: Z[i] for i, n in enumerate(names)}, *static)  # [m, size]
 
-    fA, fB = fz(ZA), fz(ZB)
-
-    def column(i):  # AB_i: A with column i from B (a loop, so f is traced once, not p times)
-        fAB = fz(jnp.where((jnp.arange(p) == i)[:, None], ZB, ZA))
-        return fB * (fAB - fA), 0.5 * jnp.square(fA - fAB)  # Saltelli 2010 Table 2 (b); Jansen 1999 (f)
-
-    P, T = jax.lax.map(column, jnp.arange(p))  # [p, m, size] each
+    # rows: A, B, then AB_i = A with column i from B; one loop over them, so f is traced once
+    swap = jnp.eye(p, dtype=bool)[:, :, None]
+    mats = jnp.concatenate([ZA[None], ZB[None], jnp.where(swap, ZB[None], ZA[None])])  # [p + 2, p, size]
+    F = jax.lax.map(fz, mats)  # [p + 2, m, size]
+    fA, fB, fAB = F[0], F[1], F[2:]
+    P = fB[None] * (fAB - fA[None])  # Saltelli 2010, Table 2 (b)
+    T = 0.5 * jnp.square(fA[None] - fAB)  # Jansen 1999, Table 2 (f)
     u = jnp.concatenate([(0.5 * (fA + fB))[None], (0.5 * (fA * fA + fB * fB))[None], P, T])  # [k, m, size]
     valid = (jnp.arange(size) < n_valid).astype(u.dtype)
     u = jnp.swapaxes(u, 0, 1) * valid[None, None, :]  # [m, k, size]
