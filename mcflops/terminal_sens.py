@@ -201,3 +201,19 @@ def show_compare(con, d: dict[str, Any]) -> None:
     con.print(f"  P(B > A) = {r['prob_b_greater']:.3f}, P(B < A) = {r['prob_b_less']:.3f}")
     for note in d.get("notes", []):
         con.print(f"[yellow]note:[/yellow] {note}")
+
+
+def brief_lines(sens: dict[str, Any] | None) -> list[str]:
+    """Two lines for `mcflops run`'s terminal output: what moves the output most (tornado, Sobol)."""
+    if not sens or not sens.get("tornado", {}).get("inputs"):
+        return []
+    out = sens["output"]
+    bars = sens["tornado"]["inputs"][:4]
+    lines = [f"What moves {out} (one input at its p5 / p95, others at medians): " + ", ".join(
+        f"{b['input']} {fmt(min(b['at_p5'], b['at_p95']))}-{fmt(max(b['at_p5'], b['at_p95']))}" for b in bars)]
+    sob = sens.get("sobol")
+    if sob:
+        top = sorted(sob.items(), key=lambda kv: -kv[1]["first"])[:4]
+        lines.append(f"Share of the variance of log {out} (Sobol first-order): "
+                     + ", ".join(f"{n} {s['first']:.2f}" for n, s in top))
+    return lines

@@ -274,3 +274,18 @@ def test_command_line_sweeps():
         with pytest.raises(SpecError) as e:
             sens.options(spec, sweeps=[bad])
         assert e.value.field == "--sweep"
+
+
+def test_cli_validate_and_run_refuse_a_bad_block_before_sampling(tmp_path, capsys):
+    import json
+
+    from mcflops.cli import main
+
+    p = tmp_path / "bad.yaml"
+    p.write_text(BAD % json.dumps({"sweep": {"mfu": [0.5, 0.3]}}))
+    for args in (["validate", str(p)], ["run", str(p), "--out", str(tmp_path / "o"), "--quiet"],
+                 ["sensitivity", str(p), "--quiet"]):
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{p}:7: sensitivity.sweep.mfu:" in err[0], err
+    assert not (tmp_path / "o").exists()
