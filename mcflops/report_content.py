@@ -412,6 +412,14 @@ def implied(run) -> Section:
                 text.append(f", with MFU counted by {r['flops_convention']} FLOPs")
             text.append(f". The paper's figure: {r['source']}." if r.get("source") else ".")
             sec.blocks.append(P(text))
+    placed: list[str] = []
+
+    def figures(*words: str) -> list:
+        names = [n for n in _figs(run, _POST, _SENS) if n not in placed and (not words or any(w in n for w in words))]
+        placed.extend(names)
+        return _fig_blocks(run, names)
+
+    sec.blocks += figures("posterior", "prior")
     prod = stat(post, "mfu_x_goodput")
     if prod:
         text = ["MFU × goodput, the share of peak FLOP/s the run turned into training over its whole length: ",
@@ -428,10 +436,11 @@ def implied(run) -> Section:
                                  "needs a lower MFU to match the same hours, so part of the width of the MFU "
                                  "interval is goodput's uncertainty." if strong else
                                  "They trade off only weakly here; the figure measures their product.")]))
+    sec.blocks += figures("ridge", "pair", "joint")
     q = _quote(run)
     if q:
         sec.blocks += [Sub("A sentence a reviewer can quote"), P([q], "quote")]
-    sec.blocks += _fig_blocks(run, _figs(run, _POST, _SENS))
+    sec.blocks += figures()
     names = [n for n in (*(run.spec.uncertain if run.spec else ()), *OUTPUTS) if stat(prior, n) or stat(post, n)]
     if not run.spec:
         names = [n for n in post if stat(post, n)]
@@ -716,9 +725,9 @@ def reproducibility(run) -> Section:
             rhat = max((v for v in rhat.values() if num(v)), default=None)
         if num(rhat):
             rows.append(["R-hat (largest)", f"{rhat:.3f}"])
-        for k2 in ("chains", "divergences", "num_chains"):
-            if num(post.get(k2)):
-                rows.append([k2, f"{post[k2]:g}"])
+        for k2 in ("chains", "draws", "warmup", "divergences"):
+            if num(post.get(k2)) and not (k2 == "chains" and post[k2] == 1 and "rhat" not in post):
+                rows.append([f"NUTS {k2}" if "rhat" in post else k2, f"{post[k2]:,.0f}"])
     else:
         rows.append(["posterior", "not computed"])
     for which, block in (("prior", s.get("prior") or {}), ("posterior", post)):
