@@ -217,14 +217,18 @@ def _html_block(b: Any) -> str:
     if isinstance(b, Table):
         def cell(tag: str, i: int, content: str) -> str:
             cls = "num" if i in b.num else "src" if i in b.src and tag == "td" else ""
-            return f'<{tag} class="{cls}">{content}</{tag}>' if cls else f"<{tag}>{content}</{tag}>"
+            attrs = f' class="{cls}"' if cls else ""
+            if b.stack and tag == "td" and i < len(b.header) and b.header[i]:
+                attrs += f' data-label="{_e(b.header[i])}"'
+            return f"<{tag}{attrs}>{content}</{tag}>"
 
         cap = f'<p class="caption">{_e(b.caption)}</p>' if b.caption else ""
         head = ("<thead><tr>" + "".join(cell("th", i, _e(h)) for i, h in enumerate(b.header)) + "</tr></thead>"
                 if any(b.header) else "")
         rows = "".join("<tr>" + "".join(cell("td", i, _html_inline(c)) for i, c in enumerate(r)) + "</tr>"
                        for r in b.rows)
-        return f'{cap}<div class="scroll"><table>{head}<tbody>{rows}</tbody></table></div>'
+        table = '<table class="stack">' if b.stack else "<table>"
+        return f'{cap}<div class="scroll">{table}{head}<tbody>{rows}</tbody></table></div>'
     if isinstance(b, Fig):
         w, h = png_size(b.data)
         src = "data:image/png;base64," + base64.b64encode(b.data).decode("ascii")

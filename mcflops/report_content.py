@@ -39,6 +39,7 @@ class Table:
     num: frozenset[int] = frozenset()  # right-aligned (numeric) columns
     src: frozenset[int] = frozenset()  # long source-text columns
     caption: str | None = None
+    stack: bool = False  # on a phone, each row becomes a stack of labelled cells (long text columns)
 
 
 @dataclass
@@ -80,8 +81,8 @@ class Document:
     sections: list[Section]
 
 
-def missing(what: str) -> P:
-    return P([f"Not computed: {what}."], "missing")
+def missing(what: str, *more: Any) -> P:
+    return P([f"Not computed: {what}", *more, "."], "missing")
 
 
 # ---- numbers for a reader ---------------------------------------------------------------------
@@ -394,9 +395,11 @@ def implied(run) -> Section:
     sec = Section("implied", "3. What the published figure implies")
     prior, post = s.get("prior") or {}, s.get("posterior")
     if not isinstance(post, Mapping) or not post:
-        why = ("the prior file observes nothing (add an `observe:` block)" if not s.get("observed")
-               else "summary.json has no posterior")
-        sec.blocks.append(missing(f"no posterior: {why}"))
+        if s.get("observed"):
+            sec.blocks.append(missing("no posterior: summary.json has none"))
+        else:
+            sec.blocks.append(missing("no posterior: the prior file observes nothing (add an ", C("observe:"),
+                                      " block with the published figure)"))
         return sec
     m0, m1 = stat(prior, "mfu"), stat(post, "mfu")
     if m0 and m1:
@@ -574,7 +577,8 @@ def drivers(run) -> Section:
             ok = isinstance(sw, Mapping) and isinstance(sw.get("values"), list) and isinstance(sw.get("p50"), list)
             sec.blocks += _sweep(str(name), str(sw.get("output", out)), sw) if ok else data_blocks(sw, f"Sweep {name}")
     else:
-        sec.blocks.append(missing("no sweep (add `sensitivity: {sweep: {mfu: [0.30, 0.45]}}` to the prior file)"))
+        sec.blocks.append(missing("no sweep (add ", C("sensitivity: {sweep: {mfu: [0.30, 0.45]}}"),
+                                  " to the prior file)"))
     sec.blocks += figures("sweep") + figures("fan")
     for note in sens.get("notes") or ():
         sec.blocks.append(P([f"Note: {note}"], "note"))
@@ -686,7 +690,8 @@ def assumptions(run) -> Section:
         ci = "fixed" if d.family == "point" else interval(name, st.get("p5"), st.get("p95")) if st else "n/a"
         rows.append([[C(name)], INPUTS.get(name, ("", "", "", ""))[3], d.describe(), ci, d.source or "none given"])
     sec.blocks.append(Table(["input", "meaning", "prior", "90% interval", "source"], rows, num=frozenset({3}),
-                            src=frozenset({4}), caption="Every prior, with its distribution and its source."))
+                            src=frozenset({4}), caption="Every prior, with its distribution and its source.",
+                            stack=True))
     if spec.observe:
         obs = []
         for n, o in spec.observe.items():
@@ -695,7 +700,7 @@ def assumptions(run) -> Section:
                                                  else f"normal error sd {format_number(o.scale, 3)}"))
             obs.append([[C(n)], what, o.source or "none given"])
         sec.blocks.append(Table(["observed", "figure and noise", "source"], obs, src=frozenset({2}),
-                                caption="What the run is conditioned on."))
+                                caption="What the run is conditioned on.", stack=True))
     if spec.architecture is not None:
         a = spec.architecture.__dict__
         sec.blocks.append(P(["Architecture: " + ", ".join(f"{k} {v:,}" for k, v in a.items() if v is not None) + "."]))
@@ -743,8 +748,10 @@ def reproducibility(run) -> Section:
     if num(t.get("total_s")):
         rows.append(["run time", f"{t['total_s']:.1f} s"])
     sec.blocks.append(Table(["", ""], rows))
+    said = set(post.get("findings") or ()) if post else set()  # section 3 states those
     for note in s.get("notes") or []:
-        sec.blocks.append(P([f"Note: {note}"], "note"))
+        if note not in said:
+            sec.blocks.append(P([f"Note: {note}"], "note"))
     q = shlex.quote(run.label)
     cmds = [[C(f"mcflops run {q}/spec.resolved.yaml --out {q}")], [C(f"mcflops report {q}")]]
     if s.get("file"):

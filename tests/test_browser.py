@@ -114,6 +114,9 @@ def test_report_fits_a_phone(browser, run_dir):
         assert widths and max(widths) <= 390
         size = page.evaluate("parseFloat(getComputedStyle(document.body).fontSize)")
         assert size >= 14
+        # the assumptions table stacks each prior's cells, labelled, instead of a table wider than the phone
+        assert page.evaluate("getComputedStyle(document.querySelector('table.stack thead')).display") == "none"
+        assert page.evaluate("document.querySelector('table.stack').getBoundingClientRect().width") <= 390
     finally:
         ctx.close()
 
