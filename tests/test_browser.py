@@ -40,6 +40,7 @@ priors:
   price: {{lognormal: [2, 4], source: "cloud prices"}}
 observe:
   gpu_hours: {{value: 30.84e6, sigma: 0.05, source: "model card"}}
+sensitivity: {{sobol_samples: 1024, points: 5, sweep: {{mfu: [0.30, 0.45]}}}}
 """
 
 
