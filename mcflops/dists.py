@@ -114,6 +114,49 @@ def support(d: Dist) -> tuple[float, float]:
     return lo, hi
 
 
+# The samplers' tables span z in [-8, 8] (distributions.ZMAX): the extreme values a prior can produce are
+# its quantiles at Phi(-8) and Phi(8). scipy.special.ndtr(-8) = 6.22e-16.
+TAIL_U = 6.220960574271785e-16
+
+
+def tail_quantiles(d: Dist) -> tuple[float, float]:
+    """The prior's quantiles at Phi(-8) and Phi(8) (float64, scipy): the extremes the samplers produce.
+
+    Mirrors ``distributions.scipy_dist`` without importing JAX (the spec layer's rule); the tests check
+    that the two agree with the ends of every sampler table.
+    """
+    import numpy as np
+    from scipy import stats
+
+    p = d.params
+    if d.family == "point":
+        return p["value"], p["value"]
+    if d.family == "mixture":
+        parts = [tail_quantiles(c) for c, w in zip(d.components, d.weights) if w > 0]
+        return min(a for a, _ in parts), max(b for _, b in parts)
+    if d.family == "uniform":
+        dist = stats.uniform(p["low"], p["high"] - p["low"])
+    elif d.family == "normal":
+        lo = -math.inf if d.low is None else (d.low - p["mean"]) / p["sd"]
+        hi = math.inf if d.high is None else (d.high - p["mean"]) / p["sd"]
+        dist = stats.truncnorm(lo, hi, loc=p["mean"], scale=p["sd"])
+    elif d.family == "lognormal":
+        lo = -math.inf if not d.low else (math.log(d.low) - p["mu"]) / p["sigma"]
+        hi = math.inf if d.high is None else (math.log(d.high) - p["mu"]) / p["sigma"]
+        t = stats.truncnorm(lo, hi, loc=p["mu"], scale=p["sigma"])
+        with np.errstate(all="ignore"):
+            return float(np.exp(t.ppf(TAIL_U))), float(np.exp(t.isf(TAIL_U)))
+    elif d.family == "beta":
+        dist = stats.beta(p["a"], p["b"])
+    elif d.family == "triangular":
+        dist = stats.triang((p["mode"] - p["low"]) / (p["high"] - p["low"]), loc=p["low"], scale=p["high"] - p["low"])
+    else:  # pert (Vose 2008): Beta(1 + lam (m-a)/(b-a), 1 + lam (b-m)/(b-a)) on [a, b]
+        lo, mode, hi, lam = p["low"], p["mode"], p["high"], p["lamb"]
+        dist = stats.beta(1 + lam * (mode - lo) / (hi - lo), 1 + lam * (hi - mode) / (hi - lo), loc=lo, scale=hi - lo)
+    with np.errstate(all="ignore"):
+        return float(dist.ppf(TAIL_U)), float(dist.isf(TAIL_U))
+
+
 def parse_dist(node: Any, field_: str, ctx, parent: Any = None, key: Any = None, *, depth: int = 0) -> Dist:
     """Parse one prior. ``ctx`` is the spec loader's context (it makes the one-line errors)."""
     line = ctx.line(parent, key) if parent is not None else None

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from . import derived
 from . import hardware as hw
-from .dists import DIST_KEYS, Dist, parse_dist, support
+from .dists import DIST_KEYS, Dist, parse_dist, support, tail_quantiles
 from .errors import SpecError, closest
 from .errors import kind as _kind
 from .numbers import parse_number
@@ -339,6 +339,7 @@ def _build(data: Mapping, ctx: _Ctx) -> Spec:
     spec = Spec(name=name, description=description, seed=seed, samples=samples, hardware=hardware, flops=flops,
                 architecture=arch, priors=priors, observe={}, path=ctx.path, raw=data,
                 extras={k: data[k] for k in ("sensitivity", "correlations", "plan") if k in data})
+    _check_output_range(ctx, spec, data)
     observe = _observations(ctx, data, spec) if "observe" in data else {}
     return Spec(**{**spec.__dict__, "observe": observe})
 
@@ -393,7 +394,10 @@ def _architecture(ctx: _Ctx, data: Mapping) -> Architecture:
     vals: dict[str, int] = {}
     for k in ARCH_KEYS:
         if k in node and k not in ("source", "experts", "experts_active"):
-            vals[k] = int(_number(ctx, node, k, f"architecture.{k}", positive=True, integer=True))
+            x = _number(ctx, node, k, f"architecture.{k}", positive=True, integer=True)
+            if x > MAX_ARCH:
+                raise ctx.error(f"expected at most {MAX_ARCH:.0e}, got {node[k]}", node, k, f"architecture.{k}")
+            vals[k] = int(x)
     for k in ("layers", "d_model", "heads", "seq_len", "vocab"):
         if k not in vals:
             raise ctx.error(f"missing architecture.{k}", node, None, f"architecture.{k}")
@@ -412,6 +416,50 @@ def _check_domain(ctx: _Ctx, name: str, dist: Dist, node: Mapping) -> None:
             else ""
         raise ctx.error(f"{meaning} must stay in {rng}, but this {dist.family} prior reaches "
                         f"[{s_lo:g}, {s_hi:g}]{hint}", node, name, f"priors.{name}")
+    t_lo, t_hi = tail_quantiles(dist)  # what the sampler's table will hold at z = -8 and z = 8
+    if not (t_lo > 0 and math.isfinite(t_hi)) or max(abs(math.log(t_lo)), abs(math.log(t_hi))) > MAX_LOG_INPUT:
+        raise ctx.error(f"this {dist.family} prior reaches [{t_lo:.3g}, {t_hi:.3g}] in its 1e-15 tails; "
+                        f"{meaning} must stay positive and within 1e-100..1e100 (check the units and the "
+                        "parameters)", node, name, f"priors.{name}")
+
+
+MAX_LOG_INPUT = 100 * math.log(10)  # every input's extreme draws within 1e-100..1e100
+MAX_LOG_OUTPUT = 300 * math.log(10)  # every output's within 1e-300..1e300 (float64 holds 1.8e308)
+MAX_ARCH = 10**9  # layers, widths, heads, sequence length, vocabulary: generous, and keeps FLOPs/token finite
+
+
+def _check_output_range(ctx: _Ctx, spec: Spec, node: Mapping) -> None:
+    """Refuse priors whose extreme draws would overflow an output (a units mistake, e.g. tokens in 1e30).
+
+    Outputs are signed sums of input logs (model.py), so their extremes are sums of the inputs' extremes.
+    """
+    r = {n: tuple(math.log(v) for v in tail_quantiles(d)) for n, d in spec.priors.items()}
+    a = spec.architecture
+    if spec.flops == "megatron":  # Narayanan et al. 2021 Eq. 3 per token, as model.flops_per_token
+        h, layers, s_, v = a.d_model, a.layers, a.seq_len, a.vocab
+        c = math.log(72.0 * layers * h * h * (1 + s_ / (6.0 * h) + v / (12.0 * layers * h)))
+        per_token = (c, c)
+    elif spec.flops == "palm":  # PaLM App. B: 6N + 12 L H Q T per token
+        attn = 12.0 * a.layers * a.heads * (a.head_dim or a.d_model // a.heads) * a.seq_len
+        per_token = tuple(math.log(6.0 * math.exp(x) + attn) for x in r["params"])
+    else:
+        per_token = tuple(math.log(6.0) + x for x in r["params"])
+    lo = {"flops": r["tokens"][0] + per_token[0]}
+    hi = {"flops": r["tokens"][1] + per_token[1]}
+    lo["gpu_hours"] = lo["flops"] - r["peak_flops"][1] - r["mfu"][1] - r["goodput"][1] - math.log(3600.0)
+    hi["gpu_hours"] = hi["flops"] - r["peak_flops"][0] - r["mfu"][0] - r["goodput"][0] - math.log(3600.0)
+    if "price" in r:
+        lo["cost"], hi["cost"] = lo["gpu_hours"] + r["price"][0], hi["gpu_hours"] + r["price"][1]
+    if "power" in r:
+        lo["energy_mwh"] = lo["gpu_hours"] + r["power"][0] + r["pue"][0] - math.log(1e6)
+        hi["energy_mwh"] = hi["gpu_hours"] + r["power"][1] + r["pue"][1] - math.log(1e6)
+    for out in lo:
+        if max(abs(lo[out]), abs(hi[out])) > MAX_LOG_OUTPUT:
+            extreme = max(r, key=lambda n: max(abs(r[n][0]), abs(r[n][1])))
+            e10 = [x / math.log(10) for x in (lo[out], hi[out])]
+            raise ctx.error(f"these priors let {out} reach [1e{e10[0]:.0f}, 1e{e10[1]:.0f}] in their 1e-15 tails, "
+                            "beyond what a float holds; "
+                            f"check the units and spreads (most extreme input: {extreme})", node, "priors", "priors")
 
 
 def _observations(ctx: _Ctx, data: Mapping, spec: Spec) -> dict[str, Observation]:
