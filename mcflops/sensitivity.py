@@ -390,8 +390,8 @@ def analyze(res, opts: Options | None = None, *, key: jax.Array | None = None,
             "so variance shares are not defined there; the posterior columns are rank and log correlations")
     out["correlations"] = corr
     out["sweeps"] = {name: sweep(key, model, name, vals, opts.output) for name, vals in opts.sweeps}
-    if model.copula is not None and opts.sweeps:
-        out["notes"].append("sweeps fix one input and keep the others' prior (not their distribution "
-                            "conditional on it under the correlations)")
+    if model.copula is not None:
+        out["notes"].append("the tornado moves one input at a time with the others at their medians, and sweeps "
+                            "fix one input with the others at their prior: neither conditions on the correlations")
     return out
 

@@ -188,9 +188,11 @@ def show_plan(con, d: dict[str, Any]) -> None:
 
 
 def show_compare(con, d: dict[str, Any]) -> None:
+    from rich.markup import escape
+
     out = d["output"]
-    con.print(f"[bold]compare[/bold] {out}: B = {d['b']['name']} ({d['b']['path']}) against "
-              f"A = {d['a']['name']} ({d['a']['path']})  [dim](seed {d['seed']}, {d['samples']:,} draws, the same z "
+    con.print(f"[bold]compare[/bold] {out}: B = {d['b']['name']} ({escape(str(d['b']['path']))}) against "
+              f"A = {d['a']['name']} ({escape(str(d['a']['path']))})  [dim](seed {d['seed']}, {d['samples']:,} draws, the same z "
               f"for shared inputs: {', '.join(d['shared_inputs']) or 'none'})[/dim]\n")
     t = _table(f"{out}", ["", "p5", "p25", "p50", "p75", "p95"])
     for tag in ("a", "b"):
