@@ -84,7 +84,7 @@ def _jsonable(x: Any) -> Any:
 
 def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: int | None = None,
         progress: Callable[[int, int], None] | None = None, posterior: bool = True,
-        method: str = "auto", sensitivity: bool = False) -> Result:
+        method: str = "auto", sensitivity: bool = False, nuts: Mapping[str, int] | None = None) -> Result:
     """Run a spec: the prior predictive of every output, and the posterior when it observes something.
 
     ``spec`` may be a :class:`Spec`, a path to a prior file, or a mapping (a notebook's dict).
@@ -132,9 +132,10 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
     res = Result(spec=spec, seed=seed, samples=samples, chain=ch, prior=prior, observed=observed, draws=draws,
                  device=device_name(), sums=sums, model=m)
     if lik is not None and posterior:
-        from . import inference
+        from . import inference, nuts as nuts_mod  # nuts: --method nuts and the auto fallback
 
-        inference.attach_posterior(res, lik, method=method)
+        sampler = nuts_mod.run_nuts if nuts_mod.available() else None
+        inference.attach_posterior(res, lik, method=method, sampler=sampler, **(nuts or {}))  # chains, warmup, draws
     if sens_opts is not None:  # tornado, Sobol, correlations, sweeps -> summary.json "sensitivity"
         res.sensitivity = sens.analyze(res, sens_opts)
     res.timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
