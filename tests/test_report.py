@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from mcflops import cli, report
-from mcflops.report_content import P, Section, Table, fmt, interval
+from mcflops.report.blocks import P, Section, Table, fmt, interval
 
 ROOT = Path(__file__).resolve().parents[1]
 EVIL_SOURCE = "<script>alert(1)</script>"

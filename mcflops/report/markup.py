@@ -1,105 +1,20 @@
-"""The report: Markdown and one self-contained HTML page, rendered from a run's output folder.
+"""Blocks to Markdown (CommonMark with GFM tables) and to one self-contained HTML page.
 
-Computation-free: everything comes from ``summary.json``, ``spec.resolved.yaml`` and the figures
-(PNG) in the folder, so ``mcflops report DIR`` re-renders without sampling (and without JAX).
-Each section renders from whatever is present and says "not computed" for what is not.
-
-Content is built once as plain blocks (paragraphs, tables, figures); two renderers turn the blocks
-into Markdown and HTML. All text from prior files (name, description, source) and from summary.json
-is escaped by the renderers: nothing a prior file says becomes markup. This module returns
-strings; the CLI writes them.
+Every piece of text is escaped here: Markdown escapes each character CommonMark could read as markup,
+HTML escapes with :func:`html.escape`; figures are embedded as base64 data URIs; the page carries its
+CSS inline and a Content-Security-Policy that forbids scripts and every fetch.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import json
 import re
 import struct
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from . import report_content as T
-from .report_content import HEADLINE_FIGURE, B, Box, C, Document, Fig, Items, P, Section, Sub, Table
-
-FILES = ("report.md", "report.html")
-_PNG = b"\x89PNG\r\n\x1a\n"
-
-
-# ---- loading the folder -------------------------------------------------------------------------
-
-
-@dataclass
-class Run:
-    """What the report reads from an output folder."""
-
-    summary: dict[str, Any]
-    spec: Any | None  # mcflops.spec.Spec from spec.resolved.yaml, or None when it is missing or unreadable
-    figures: dict[str, bytes]  # PNG file name -> bytes (valid PNGs only)
-    label: str  # how the folder is named in the regenerate command
-
-
-def load(folder: str | Path, label: str | None = None) -> Run:
-    """Read summary.json (required), the resolved prior file and the PNGs of ``folder``."""
-    from .errors import SpecError
-
-    folder = Path(folder)
-    path = folder / "summary.json"
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError("no summary.json here: not a run folder (make one with `mcflops run FILE`)",
-                        path=str(folder)) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SpecError(f"cannot read summary.json: {e}", path=str(path)) from None
-    if not isinstance(summary, dict):
-        raise SpecError("summary.json is not a JSON object", path=str(path))
-    spec = None
-    resolved = folder / "spec.resolved.yaml"
-    if resolved.is_file():
-        from .spec import load_spec
-
-        try:
-            spec = load_spec(resolved)
-        except SpecError:
-            spec = None  # the assumptions section then says so
-    figures = {}
-    for p in sorted(folder.glob("*.png")):
-        data = p.read_bytes()
-        if data.startswith(_PNG) and len(data) > 24:
-            figures[p.name] = data
-    return Run(summary, spec, figures, label if label is not None else str(folder))
-
-
-def render(folder: str | Path, label: str | None = None) -> dict[str, str]:
-    """{"report.md": ..., "report.html": ...} for the run in ``folder`` (nothing is written)."""
-    doc = build(load(folder, label))
-    return {"report.md": to_markdown(doc), "report.html": to_html(doc)}
-
-
-# ---- content ------------------------------------------------------------------------------------
-
-
-def build(run: Run) -> Document:
-    s = run.summary
-    name = str(s.get("name", "run"))
-    meta = (f"mcflops {s.get('version', '?')} · seed {s.get('seed', '?')} · "
-            f"{_count(s.get('samples'))} draws · FLOPs convention {s.get('flops_convention', '?')} · "
-            f"spec {s.get('spec_hash', '?')}")
-    sections = [T.headline(run), T.napkin(run), T.implied(run), T.drivers(run), T.assumptions(run),
-                T.reproducibility(run)]
-    rest = [n for n in run.figures if n not in T.used_figures(run)]
-    if rest:
-        sections.append(Section("figures", "Other figures", [Fig(n, run.figures[n], T.caption(n)) for n in rest]))
-    return Document(f"{name}: training compute", str(s.get("description") or ""), meta, sections)
-
-
-def _count(n: Any) -> str:
-    return f"{n:,}" if isinstance(n, int) else str(n)
-
+from .blocks import B, Box, C, Document, Fig, Items, P, Sub, Table
 
 # ---- Markdown -----------------------------------------------------------------------------------
 
@@ -261,7 +176,3 @@ def to_html(doc: Document) -> str:
         f"<style>\n{_css()}</style>", "</head>", "<body>", "<main>",
         f"<header><h1>{_e(doc.title)}</h1>{desc}<p class=\"meta\">{_e(doc.meta)}</p></header>",
         f'<nav class="toc" aria-label="Contents"><ul>{toc}</ul></nav>', *body, "</main>", "</body>", "</html>", ""])
-
-
-__all__ = ["render", "build", "load", "to_markdown", "to_html", "md_escape", "png_size", "Run", "Document",
-           "FILES", "HEADLINE_FIGURE"]

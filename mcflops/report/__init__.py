@@ -1,0 +1,101 @@
+"""The report: Markdown and one self-contained HTML page, rendered from a run's output folder.
+
+Computation-free: everything comes from ``summary.json``, ``spec.resolved.yaml`` and the figures
+(PNG) in the folder, so ``mcflops report DIR`` re-renders without sampling (and without JAX).
+Each section renders from whatever is present and says "not computed" for what is not. This package
+returns strings; the CLI writes them.
+
+- :mod:`.blocks`: paragraphs, tables, figures; numbers in a reader's units
+- :mod:`.sections`: sections 1-3, 5, 6; :mod:`.drivers`: section 4
+- :mod:`.markup`: Markdown and HTML, with all escaping
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import drivers, sections
+from .blocks import HEADLINE_FIGURE, Document, Fig, Section, caption, used_figures
+from .markup import md_escape, png_size, to_html, to_markdown
+
+FILES = ("report.md", "report.html")
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+# ---- loading the folder -------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """What the report reads from an output folder."""
+
+    summary: dict[str, Any]
+    spec: Any | None  # mcflops.spec.Spec from spec.resolved.yaml, or None when it is missing or unreadable
+    figures: dict[str, bytes]  # PNG file name -> bytes (valid PNGs only)
+    label: str  # how the folder is named in the regenerate command
+
+
+def load(folder: str | Path, label: str | None = None) -> Run:
+    """Read summary.json (required), the resolved prior file and the PNGs of ``folder``."""
+    from ..errors import SpecError
+
+    folder = Path(folder)
+    path = folder / "summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError("no summary.json here: not a run folder (make one with `mcflops run FILE`)",
+                        path=str(folder)) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SpecError(f"cannot read summary.json: {e}", path=str(path)) from None
+    if not isinstance(summary, dict):
+        raise SpecError("summary.json is not a JSON object", path=str(path))
+    spec = None
+    resolved = folder / "spec.resolved.yaml"
+    if resolved.is_file():
+        from ..spec import load_spec
+
+        try:
+            spec = load_spec(resolved)
+        except SpecError:
+            spec = None  # the assumptions section then says so
+    figures = {}
+    for p in sorted(folder.glob("*.png")):
+        data = p.read_bytes()
+        if data.startswith(_PNG) and len(data) > 24:
+            figures[p.name] = data
+    return Run(summary, spec, figures, label if label is not None else str(folder))
+
+
+def render(folder: str | Path, label: str | None = None) -> dict[str, str]:
+    """{"report.md": ..., "report.html": ...} for the run in ``folder`` (nothing is written)."""
+    doc = build(load(folder, label))
+    return {"report.md": to_markdown(doc), "report.html": to_html(doc)}
+
+
+# ---- content ------------------------------------------------------------------------------------
+
+
+def build(run: Run) -> Document:
+    s = run.summary
+    name = str(s.get("name", "run"))
+    meta = (f"mcflops {s.get('version', '?')} · seed {s.get('seed', '?')} · "
+            f"{_count(s.get('samples'))} draws · FLOPs convention {s.get('flops_convention', '?')} · "
+            f"spec {s.get('spec_hash', '?')}")
+    parts = [sections.headline(run), sections.napkin(run), sections.implied(run), drivers.drivers(run),
+             sections.assumptions(run), sections.reproducibility(run)]
+    rest = [n for n in run.figures if n not in used_figures(run)]
+    if rest:
+        parts.append(Section("figures", "Other figures", [Fig(n, run.figures[n], caption(n)) for n in rest]))
+    return Document(f"{name}: training compute", str(s.get("description") or ""), meta, parts)
+
+
+def _count(n: Any) -> str:
+    return f"{n:,}" if isinstance(n, int) else str(n)
+
+
+__all__ = ["render", "build", "load", "to_markdown", "to_html", "md_escape", "png_size", "Run", "Document",
+           "Section", "FILES", "HEADLINE_FIGURE"]
