@@ -3,7 +3,7 @@ predictive of each observed quantity against the published figure and its noise 
 
 Densities come from the engine's log-space histograms when they exist (every prior draw; every
 weighted draw under importance sampling): the histogram CDF read at a linear grid and differenced,
-f(x) = dF/dx. NUTS posteriors use a Gaussian KDE of the draws in log space, f(x) = g(log x) / x.
+f(x) = dF/dx. NUTS posteriors use a histogram of the draws (no kernel smearing past a bounded prior's edge).
 Titles state the finding. matplotlib is imported inside style.figure (Agg backend).
 """
 
@@ -39,13 +39,18 @@ def _hist_density(s: Mapping[str, np.ndarray], i: int, center: float, lo: float,
     return np.interp(grid, mid, f)
 
 
-def _kde_density(x: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    from scipy.stats import gaussian_kde
-
-    logs = np.log(x[np.isfinite(x) & (x > 0)])
-    if logs.size < 10 or np.ptp(logs) == 0:
+def _draws_density(x: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Density of draws on a grid: a histogram (no kernel smearing past a bounded prior's edge) with
+    2 n^(1/3) bins (Rice's rule)."""
+    x = x[np.isfinite(x)]
+    if x.size < 10 or np.ptp(x) == 0:
         return np.zeros_like(grid)
-    return gaussian_kde(logs)(np.log(grid)) / grid
+    bins = int(np.clip(2 * x.size ** (1 / 3), 10, 60))
+    lo, hi = np.quantile(x, [0.0005, 0.9995])
+    h, e = np.histogram(x, bins=np.linspace(lo, hi, bins + 1), density=True)
+    h = h * np.mean((x >= lo) & (x <= hi))
+    i = np.searchsorted(e, grid, side="right") - 1
+    return np.where((i >= 0) & (i < bins), h[np.clip(i, 0, bins - 1)], 0.0)
 
 
 def _densities(res, name: str, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +60,7 @@ def _densities(res, name: str, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray
     if res.posterior.get("method") == "importance" and sums.post is not None:
         post = _hist_density(sums.post, i, c, sums.lo[i], sums.width[i], grid)
     else:
-        post = _kde_density(res.posterior_draws[name], grid)
+        post = _draws_density(res.posterior_draws[name], grid)
     return prior, post
 
 
@@ -83,7 +88,8 @@ def prior_posterior(path, res) -> str:
     ncols = min(3, max(len(names), 1))
     nrows = max(1, math.ceil(len(names) / ncols))
     fig, axes = style.figure(2.4 * nrows + 0.6, ncols=ncols, nrows=nrows, squeeze=False)
-    for ax in axes.ravel()[len(names):]:
+    spare = axes.ravel()[len(names):]
+    for ax in spare:
         ax.set_visible(False)
     for ax, name in zip(axes.ravel(), names):
         k, unit = _scale(name)
@@ -99,18 +105,32 @@ def prior_posterior(path, res) -> str:
         ax.set_title(f"{name}: {_fmt(name, res.prior[name]['p50'])} -> {_fmt(name, res.posterior[name]['p50'])}",
                      fontsize=9.5)
         ax.set_xlabel(f"{name} ({unit})" if unit else name)
+        _big_ticks(ax, grid)
         ax.set_yticks([])
         ax.set_ylim(bottom=0)
-    handles, labels = axes.ravel()[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper right", fontsize=8, ncols=2)
-    fig.suptitle(_headline(res), fontsize=10.5, fontweight="bold", x=0.02, ha="left")
+    if len(spare):  # the legend in the first empty panel, else in the first panel
+        spare[0].set_visible(True)
+        spare[0].axis("off")
+        spare[0].legend(*axes.ravel()[0].get_legend_handles_labels(), loc="center", fontsize=9)
+    else:
+        axes.ravel()[0].legend(loc="upper left", fontsize=8)
+    fig.suptitle(_headline(res), fontsize=10.5, fontweight="bold")
     return style.save(fig, path)
 
 
+def _big_ticks(ax, grid: np.ndarray) -> None:
+    if grid.max() >= 1e4:
+        from matplotlib.ticker import FuncFormatter
+
+        from ..numbers import format_number
+
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_number(v)))
+
+
 def _headline(res) -> str:
-    """The finding in one line: how the observation moved the most-moved input (MFU when present)."""
+    """The finding in one line: MFU given the data, or (MFU observed) the input the data moved most."""
     post, prior = res.posterior, res.prior
-    names = [n for n in res.spec.uncertain if n in post]
+    names = [n for n in res.spec.uncertain if n in post and n not in res.spec.observe]
     if not names:
         return "Prior and posterior"
     shift = {n: abs(post[n]["log_mean"] - prior[n]["log_mean"]) / max(prior[n]["log_sd"], 1e-12) for n in names}
