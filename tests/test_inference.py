@@ -195,6 +195,30 @@ def test_interval_observation_on_an_input_is_exact_truncation():
     assert zhi == pytest.approx(stats.norm.ppf(t[1]), abs=1e-3)
 
 
+def test_smoothed_interval_moves_the_predicted_mass():
+    # NUTS smooths a box on an output: the likelihood mass moved is -(pi^2/6) tau^2 (f'(lo) - f'(hi))
+    # (nuts.py). Check against quadrature (scipy) for a normal density of the observed log quantity.
+    import jax.numpy as jnp
+
+    from mcflops import engine, nuts
+
+    lo, hi = -0.1, 0.15
+    tau = (hi - lo) / nuts.SMOOTH_FRACTION
+    lik = engine.Likelihood(("q",), ("between",), jnp.zeros(1), jnp.ones(1), jnp.asarray([lo], jnp.float32),
+                            jnp.asarray([hi], jnp.float32))
+    f = stats.norm(0.02, 0.1)
+
+    def smooth(x):
+        return math.exp(float(nuts.smooth_log_likelihood(lik, {"q": jnp.asarray(x, jnp.float32)})))
+
+    got = integrate.quad(lambda x: f.pdf(x) * smooth(x), -1, 1, points=[lo, hi], limit=200)[0]
+    exact = f.cdf(hi) - f.cdf(lo)
+    fprime = lambda x: -(x - 0.02) / 0.1**2 * f.pdf(x)  # noqa: E731
+    predicted = -(math.pi**2 / 6) * tau**2 * (fprime(lo) - fprime(hi))
+    assert got - exact == pytest.approx(predicted, rel=0.1, abs=2e-5)
+    assert abs(got - exact) < 0.01 * exact
+
+
 def test_conflicting_observation_names_the_priors():
     spec = beta2_spec(0.05, N_DRAWS)
     spec["observe"] = {"mfu": {"between": [0.75, 0.8]}}
