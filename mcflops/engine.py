@@ -1,16 +1,28 @@
-"""The block-reduction engine: draw blocks of samples on the JAX device, reduce each block, sum blocks.
+"""The block-reduction engine: draw blocks of samples on the JAX devices, reduce each block, sum blocks.
 
-A block is ``BLOCK`` draws keyed by its index (``fold_in(fold_in(key, crc32(input)), block)``), so a
-result depends on the seed and the sample count only: not on how many blocks one call handles or on
-how many devices share them. Each block is reduced on the device to fixed-size sums (moments,
-log-space histograms, importance-weight sums, the largest log-weights, a Gumbel-top-k reservoir);
-the host adds blocks in index order in float64, so memory stays flat as samples grow and the sums
-are bit-for-bit the same however the blocks were scheduled.
+Keying. A block is ``size`` draws (``BLOCK`` = 2^20 by default) cut into sub-blocks of ``SUB`` draws;
+input ``x`` of sub-block ``s`` of block ``b`` draws ``normals(fold_in(fold_in(fold_in(key, crc32(x)),
+b), s))``. A result is therefore a function of the seed and the sample count only: not of how many
+blocks one call handles, nor of how many devices share them (``draw_z`` gives the same draws).
+
+One compiled program per structure does everything for a call: a loop over the call's blocks, and
+in each block a loop over its sub-blocks (intermediates stay in cache, and only the sub-blocks that
+hold draws run). Each sub-block adds into fixed-size sums: moments, log-space histograms, prior
+draws' min/max, and with observations the importance-weighted sums (weights relative to a running
+maximum, rescaled when it grows, as in an online softmax), the largest log-likelihoods (PSIS tail)
+and the largest Gumbel keys (a weighted reservoir). Quantities that are equal draw for draw (e.g.
+``wall_days`` and ``gpu_hours`` in centred logs) are reduced once. The pilot that fixes the
+histogram ranges is one more call of the same program.
+
+Blocks are sharded across all devices (a 1-D mesh over ``jax.devices()``); each block's sums come
+back to the host, which adds them in block order in float64: memory stays flat as samples grow, and
+the sums are bit-for-bit the same however the blocks were scheduled.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
@@ -19,14 +31,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import copula
-from .model import Model, evaluate
-from .spec import Observation, Spec
+from . import _rng, copula
+from .model import Model, evaluate, outputs
+from .spec import Spec
 
 BLOCK = 1 << 20  # draws per keyed block (part of the algorithm: changing it changes the draws)
+SUB = 1 << 16  # draws per keyed sub-block (idem); blocks smaller than SUB are one sub-block
 PILOT = 1 << 16  # draws that fix the histogram ranges
 NBINS = 4096  # histogram bins per quantity (+ one underflow and one overflow bin)
 KEEP = 4000  # draws kept for plots and ArviZ (prior: the first KEEP; posterior: a weighted reservoir)
+GROUP = 16  # the exact per-sub-block top-k first picks groups of GROUP draws by their maxima
 _PILOT_ID = 0x7FFF_FFF0
 _GUMBEL_ID = 0x7FFF_FFF1
 
@@ -37,18 +51,29 @@ def stable_id(name: str) -> int:
 
 
 def normals(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """Standard normal draws for one input's block."""
-    return jax.random.normal(key, shape, jnp.float32)
+    """Standard normal draws (float32): a pure function of the key, element i from counter i
+    (``_rng.normals``: fused Threefry-2x32-20, about twice as fast as ``jax.random.normal`` on CPU)."""
+    return _rng.normals(key, shape)
 
 
-def draw_z(key: jax.Array, model: Model, block: jax.Array, size: int) -> dict[str, jax.Array]:
-    """Standard-normal scores for every uncertain input of one block."""
-    z = {}
-    for name, s in zip(model.inputs, model.samplers):
-        if s.kind != "const":
-            z[name] = normals(jax.random.fold_in(jax.random.fold_in(key, stable_id(name)), block), (size,))
+def _words(key: jax.Array) -> jax.Array:
+    """The four key words ``_rng`` derives from a key (Threefry key, counter high word)."""
+    return jax.random.bits(key, (4,), jnp.uint32)
+
+
+def _input_keys(key: jax.Array, model: Model, block) -> dict[str, jax.Array]:
+    return {name: jax.random.fold_in(jax.random.fold_in(key, stable_id(name)), block)
+            for name, s in zip(model.inputs, model.samplers) if s.kind != "const"}
+
+
+def draw_z(key: jax.Array, model: Model, block, size: int) -> dict[str, jax.Array]:
+    """Standard-normal scores of every uncertain input for the first ``size`` draws of block ``block``
+    (the draws ``run`` makes there), the copula applied."""
+    z = {name: normals(k, (size,)) for name, k in _input_keys(key, model, block).items()}
     return copula.apply(model, z)  # correlations: a Gaussian copula on the z's (identity when none)
 
+
+# ---------------------------------------------------------------------------------------------- observations
 
 @dataclass(frozen=True)
 class Likelihood:
@@ -97,88 +122,155 @@ def log_likelihood(lik: Likelihood, v: Mapping[str, jax.Array]) -> jax.Array:
     return total
 
 
+# ---------------------------------------------------------------------------------------------- the kernel
+
 @dataclass(frozen=True)
 class Layout:
-    """Static sizes of one engine pass."""
+    """Static sizes of one engine pass (with the model's structure, what a compiled program depends on)."""
 
-    size: int = BLOCK
+    size: int = BLOCK  # draws per block
+    sub: int = SUB  # draws per sub-block
+    rows: tuple[str, ...] = ()  # distinct quantities reduced (the others are equal to one of these)
+    sampled: tuple[int, ...] = ()  # rows whose prior histogram is counted (inputs' is known exactly)
     nbins: int = NBINS
-    keep: int = KEEP
-    ktop: int = 0  # largest log-weights kept for PSIS (0: no observations)
-    posterior: bool = False
+    keep: int = KEEP  # prior draws kept (the first of block 0)
+    ktop: int = 0  # largest log-likelihoods kept per sub-block (0: no observations)
+    kres: int = 0  # largest Gumbel keys kept per sub-block
+
+    @property
+    def nsub(self) -> int:
+        return self.size // self.sub
 
 
-def _weighted(D: jax.Array, w: jax.Array, lo: jax.Array, inv: jax.Array, nbins: int) -> dict[str, jax.Array]:
-    """Moments and a histogram of each row of D (centred logs) under weights w."""
-    q = D.shape[0]
-    y = jnp.exp(D)
-    w = w[None, :]
+def _moments(D, w, s0, y):
+    """Weighted sums of one sub-block: s0, sum w d, sum w d^2, sum w e^d, sum w e^2d, cross sum w d d'."""
     wD = D * w
-    idx = jnp.clip(jnp.floor((D - lo[:, None]) * inv[:, None]) + 1, 0, nbins + 1).astype(jnp.int32)
-    flat = (idx + (jnp.arange(q, dtype=jnp.int32) * (nbins + 2))[:, None]).reshape(-1)
-    hist = jnp.zeros(q * (nbins + 2), jnp.float32).at[flat].add(jnp.broadcast_to(w, D.shape).reshape(-1))
-    return {
-        "s0": jnp.sum(w[0]),
-        "s1d": jnp.sum(wD, axis=1),
-        "s2d": jnp.sum(wD * D, axis=1),
-        "s1y": jnp.sum(y * w, axis=1),
-        "s2y": jnp.sum(y * y * w, axis=1),
-        "cross": wD @ D.T,
-        "hist": hist.reshape(q, nbins + 2),
-    }
+    return {"s0": s0, "s1d": jnp.sum(wD, axis=1), "s2d": jnp.sum(wD * D, axis=1), "s1y": jnp.sum(y * w, axis=1),
+            "s2y": jnp.sum(y * y * w, axis=1), "cross": jnp.dot(wD, D.T, precision=jax.lax.Precision.HIGHEST)}
 
 
-def block_stats(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_valid, layout: Layout):
-    """Reduce one block of draws to fixed-size sums (runs on the device, under jit)."""
-    size = layout.size
-    v = evaluate(model, draw_z(key, model, block, size))
-    D = jnp.stack([jnp.broadcast_to(v[n], (size,)) for n in model.names])
-    valid = jnp.arange(size) < n_valid
-    w0 = valid.astype(jnp.float32)
-    out = {"prior": _weighted(D, w0, lo, inv, layout.nbins), "first": D[:, : layout.keep]}
-    if lik is None:
-        return out
-    obs_d = jnp.stack([jnp.broadcast_to(v[n], (size,)) for n in lik.names])
-    out["below"] = jnp.sum(jnp.where(obs_d < below[:, None], w0, 0.0), axis=1)
-    out["inside"] = jnp.sum(jnp.where((obs_d >= lik.low[:, None]) & (obs_d <= lik.high[:, None]), w0, 0.0), axis=1)
-    ll = jnp.where(valid, log_likelihood(lik, v), -jnp.inf)
-    m = jnp.max(ll)
-    m_safe = jnp.where(jnp.isfinite(m), m, 0.0)
-    w = jnp.exp(ll - m_safe)
-    post = _weighted(D, w, lo, inv, layout.nbins)
-    post["s0w2"] = jnp.sum(w * w)
-    out["post"] = post
-    out["m"] = m
-    out["top"] = jax.lax.top_k(ll, layout.ktop)[0]
-    # Gumbel-top-k: the KEEP largest log w + Gumbel noise are a weighted sample without replacement
-    # (Efraimidis & Spirakis 2006; Kool et al. 2019), mergeable across blocks by taking the top again.
-    g = jax.random.gumbel(jax.random.fold_in(jax.random.fold_in(key, _GUMBEL_ID), block), (size,), jnp.float32)
-    gk, gi = jax.lax.top_k(ll + g, layout.keep)
-    out["reservoir"] = {"key": gk, "ll": ll[gi], "D": D[:, gi]}
-    return out
+def _hist_index(D, lo, inv, nbins):
+    """Flat bin index of every element of D (row r uses bins r*(nbins+2) .. (r+1)*(nbins+2) - 1)."""
+    idx = jnp.clip(jnp.floor((D - lo[:, None]) * inv[:, None]) + 1.0, 0.0, nbins + 1.0).astype(jnp.int32)
+    return idx + (jnp.arange(D.shape[0], dtype=jnp.int32) * (nbins + 2))[:, None]
 
 
-@jax.jit
-def _pilot(key: jax.Array, model: Model) -> jax.Array:
-    v = evaluate(model, draw_z(jax.random.fold_in(key, _PILOT_ID), model, jnp.uint32(0), PILOT))
-    D = jnp.stack([jnp.broadcast_to(v[n], (PILOT,)) for n in model.names])
-    return jnp.stack([jnp.min(D, axis=1), jnp.max(D, axis=1)])
+def _top(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """Exact top-k (values, indices) of a vector, via its groups' maxima: the k largest elements lie in
+    the k groups with the largest maxima (a group holding one of them has a maximum at least as large,
+    and at most k groups can), so only k * GROUP elements go through top_k."""
+    n = x.shape[0]
+    if k * GROUP >= n or n % GROUP:
+        return jax.lax.top_k(x, k)
+    g = x.reshape(n // GROUP, GROUP)
+    _, gi = jax.lax.top_k(jnp.max(g, axis=1), k)
+    cand = g[gi].reshape(-1)
+    v, j = jax.lax.top_k(cand, k)
+    return v, gi[j // GROUP] * GROUP + j % GROUP
 
 
-def _calls(layout: Layout):
-    @jax.jit
-    def run_blocks(key, model, lik, lo, inv, below, blocks, n_valid):
-        def one(args):
-            b, n = args
-            return block_stats(key, model, lik, lo, inv, below, b, n, layout)
+def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_valid, lay: Layout):
+    """Reduce one block of draws to fixed-size sums (on the device, under jit)."""
+    sub, q, nb = lay.sub, len(lay.rows), lay.nbins
+    ikeys = _input_keys(key, model, block)
+    names = tuple(ikeys)
+    kk = [_words(k) for k in ikeys.values()]
+    if lik is not None:  # the reservoir's Gumbel noise: one more stream, keyed like an input
+        kk.append(_words(jax.random.fold_in(jax.random.fold_in(key, _GUMBEL_ID), block)))
+    K = jnp.stack(kk)[:, :, None] if kk else None  # [streams, 4 words, 1]: one Threefry graph for all
+    f32 = jnp.float32
+    zq = jnp.zeros((q,), f32)
+    mom0 = {"s0": jnp.zeros((), f32), "s1d": zq, "s2d": zq, "s1y": zq, "s2y": zq, "cross": jnp.zeros((q, q), f32)}
+    hs = len(lay.sampled)
+    acc = {"prior": {**mom0, "hist": jnp.zeros((hs * (nb + 2),), f32)},
+           "min": jnp.full((q,), jnp.inf, f32), "max": jnp.full((q,), -jnp.inf, f32),
+           "first": jnp.zeros((q, lay.keep), f32)}
+    if lik is not None:
+        no = len(lik.names)
+        acc.update(post={**mom0, "hist": jnp.zeros((q * (nb + 2),), f32), "s0w2": jnp.zeros((), f32)},
+                   m=jnp.full((), -jnp.inf, f32), below=jnp.zeros((no,), f32), inside=jnp.zeros((no,), f32),
+                   top=jnp.full((lay.nsub, lay.ktop), -jnp.inf, f32),
+                   rkey=jnp.full((lay.nsub, lay.kres), -jnp.inf, f32),
+                   rll=jnp.full((lay.nsub, lay.kres), -jnp.inf, f32),
+                   rD=jnp.zeros((lay.nsub, q, lay.kres), f32))
 
-        return jax.lax.map(one, (blocks, n_valid))
+    def body(s, acc):
+        # The barrier materialises z once: XLA would otherwise re-run the generator inside each consumer.
+        if K is not None:
+            idx = (s * sub).astype(jnp.uint32) + jax.lax.iota(jnp.uint32, sub)
+            W = _rng.threefry2x32((idx[None, :], K[:, 2]), (K[:, 0], K[:, 1]))[0]  # = _rng.bits(key_i)[s*sub:]
+            Z = _rng.normal_from_bits(W[: len(names)])
+        z = jax.lax.optimization_barrier(copula.apply(model, {n: Z[i] for i, n in enumerate(names)}))
+        v = evaluate(model, z)
+        D = jax.lax.optimization_barrier(jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lay.rows]))
+        valid = (s * sub + jnp.arange(sub, dtype=jnp.int32)) < n_valid
+        w0 = valid.astype(f32)
+        y = jnp.exp(D)
+        idx = _hist_index(D, lo, inv, nb)
+        new = dict(acc)
+        pm = _moments(D, w0[None, :], jnp.sum(w0), y)
+        new["prior"] = {k: acc["prior"][k] + pm[k] for k in pm}
+        if hs:
+            pidx = (idx[np.asarray(lay.sampled)] - (np.asarray(lay.sampled) - np.arange(hs))[:, None] * (nb + 2))
+            new["prior"]["hist"] = acc["prior"]["hist"].at[pidx.reshape(-1)].add(
+                jnp.broadcast_to(w0, (hs, sub)).reshape(-1), mode="promise_in_bounds")
+        new["min"] = jnp.minimum(acc["min"], jnp.min(jnp.where(valid, D, jnp.inf), axis=1))
+        new["max"] = jnp.maximum(acc["max"], jnp.max(jnp.where(valid, D, -jnp.inf), axis=1))
+        if lay.keep:
+            new["first"] = jnp.where(s == 0, D[:, : lay.keep], acc["first"])
+        if lik is None:
+            return new
+        od = jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lik.names])
+        new["below"] = acc["below"] + jnp.sum(jnp.where(od < below[:, None], w0, 0.0), axis=1)
+        new["inside"] = acc["inside"] + jnp.sum(jnp.where((od >= lik.low[:, None]) & (od <= lik.high[:, None]),
+                                                          w0, 0.0), axis=1)
+        ll = jnp.where(valid, log_likelihood(lik, v), -jnp.inf)
+        m = jnp.maximum(acc["m"], jnp.max(ll))
+        ok = jnp.isfinite(m)
+        scale = jnp.where(ok, jnp.exp(acc["m"] - jnp.where(ok, m, 0.0)), 0.0)  # earlier sums to the new maximum
+        w = jnp.exp(ll - jnp.where(ok, m, 0.0))
+        qm = _moments(D, w[None, :], jnp.sum(w), y)
+        post = {k: acc["post"][k] * scale + qm[k] for k in qm}
+        post["s0w2"] = acc["post"]["s0w2"] * (scale * scale) + jnp.sum(w * w)
+        post["hist"] = (acc["post"]["hist"] * scale).at[idx.reshape(-1)].add(jnp.broadcast_to(w, (q, sub)).reshape(-1),
+                                                                  mode="promise_in_bounds")
+        new["post"], new["m"] = post, m
+        new["top"] = jax.lax.dynamic_update_index_in_dim(acc["top"], _top(ll, lay.ktop)[0], s, 0)
+        # Gumbel-top-k: the largest ll + Gumbel noise are a weighted sample without replacement
+        # (Efraimidis & Spirakis 2006; Kool et al. 2019), mergeable by taking the largest again.
+        g = -jnp.log(-jnp.log(_rng.uniform_from_bits(W[len(names)])))  # Gumbel(0, 1)
+        rk, ri = _top(ll + g, lay.kres)
+        new["rkey"] = jax.lax.dynamic_update_index_in_dim(acc["rkey"], rk, s, 0)
+        new["rll"] = jax.lax.dynamic_update_index_in_dim(acc["rll"], ll[ri], s, 0)
+        new["rD"] = jax.lax.dynamic_update_index_in_dim(acc["rD"], D[:, ri], s, 0)
+        return new
 
-    return run_blocks
+    nsub = (n_valid + (sub - 1)) // sub
+    acc = jax.lax.fori_loop(0, nsub, body, acc)
+    acc["prior"]["hist"] = acc["prior"]["hist"].reshape(hs, nb + 2)
+    if "post" in acc:
+        acc["post"]["hist"] = acc["post"]["hist"].reshape(q, nb + 2)
+    return acc
 
 
-_CALLS: dict[Layout, Callable] = {}
+def _make_call(lay: Layout, ndev: int):
+    def local(key, model, lik, lo, inv, below, blocks, n_valid):
+        return jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, a[0], a[1], lay), (blocks, n_valid))
 
+    if ndev == 1:
+        return jax.jit(local)
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices()), ("blocks",))
+    sharded = jax.shard_map(local, mesh=mesh, in_specs=(P(),) * 6 + (P("blocks"), P("blocks")),
+                            out_specs=P("blocks"), check_vma=False)
+    return jax.jit(sharded)
+
+
+_CALLS: dict[tuple, Callable] = {}
+
+
+# ---------------------------------------------------------------------------------------------- the host side
 
 @dataclass
 class Sums:
@@ -194,79 +286,257 @@ class Sums:
     log_max: float = -np.inf  # max log-likelihood over draws (the reference of post sums)
     below: np.ndarray | None = None
     inside: np.ndarray | None = None
-    top: np.ndarray | None = None  # the largest log-likelihoods (PSIS tail)
+    top: np.ndarray | None = None  # the largest log-likelihoods, ascending (PSIS tail)
     reservoir: dict[str, np.ndarray] | None = None
     blocks: int = 0
     extra: dict = field(default_factory=dict)
 
 
-def _add(acc: dict | None, new: Mapping[str, np.ndarray], scale: float = 1.0) -> dict:
-    if acc is None:
-        return {k: np.asarray(v, np.float64) * scale for k, v in new.items()}
-    for k, v in new.items():
-        acc[k] = acc[k] + np.asarray(v, np.float64) * scale
-    return acc
+def distinct_rows(model: Model) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Quantities that differ (``rows``) and, for each of ``model.names``, the row that holds it.
+
+    Two quantities share a row when they are equal at random probe points of the inputs' centred
+    logs (e.g. ``wall_days`` and ``gpu_hours``, or ``flops`` and ``tokens`` when N is fixed): an
+    output is a fixed function of the inputs, so equality at generic points means the same function.
+    """
+    rng = np.random.default_rng(20261129)  # probes only: no effect on any draw
+    d = {}
+    for name, s in zip(model.inputs, model.samplers):
+        d[name] = rng.normal(0.0, 0.5, 5) if s.kind != "const" else np.zeros(5)
+    v = {**d, **{k: np.asarray(x, np.float64) for k, x in outputs(model, d).items()}}
+    rows: list[str] = []
+    where: list[int] = []
+    for name in model.names:
+        x = np.broadcast_to(np.asarray(v[name], np.float64), (5,))
+        for r, other in enumerate(rows):
+            if np.array_equal(x, np.broadcast_to(np.asarray(v[other], np.float64), (5,))):
+                where.append(r)
+                break
+        else:
+            rows.append(name)
+            where.append(len(rows) - 1)
+    return tuple(rows), tuple(where)
 
 
-def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_per_call: int = 1,
-        size: int = BLOCK, progress: Callable[[int, int], None] | None = None) -> Sums:
-    """Draw n samples in blocks and return their float64 sums (the engine's one entry point)."""
-    pilot = np.asarray(_pilot(key, model), np.float64)
-    span = np.maximum(pilot[1] - pilot[0], 1e-6)
-    lo = pilot[0] - 0.5 * span
-    width = 2.0 * span / NBINS
-    nblocks = -(-n // size)
-    ktop = 0
+def bin_probabilities(sampler, lo: float, width: float, nbins: int) -> np.ndarray:
+    """Exact probability of each histogram bin (underflow, nbins bins from lo, overflow) for an input:
+    d = sampler(z) is non-decreasing in z ~ N(0, 1), so P(d < e) = Phi(z(e)) with z(e) its inverse
+    (the same float32 numbers the kernel uses; linear between table nodes, as the kernel interpolates)."""
+    from scipy.special import ndtr
+
+    e = lo + width * np.arange(nbins + 1)
+    if sampler.kind == "affine":
+        z = (e - float(sampler.a)) / float(sampler.b)
+    else:
+        from .distributions import z_grid
+
+        tab, zg = np.asarray(sampler.table, np.float64), z_grid()
+        i = np.clip(np.searchsorted(tab, e, side="right"), 1, len(tab) - 1)
+        t0, t1 = tab[i - 1], tab[i]
+        frac = np.clip(np.where(t1 > t0, (e - t0) / np.where(t1 > t0, t1 - t0, 1.0), 1.0), 0.0, 1.0)
+        z = np.where(e < tab[0], -np.inf, np.where(e >= tab[-1], np.inf, zg[i - 1] + frac * (zg[i] - zg[i - 1])))
+    cdf = ndtr(z)
+    return np.diff(np.concatenate([[0.0], cdf, [1.0]]))
+
+
+def _per_sub(expected: float, sub: int) -> int:
+    """Static top-k size per sub-block: the expected count plus a wide margin, a power of two."""
+    k = expected + 6.0 * math.sqrt(expected) + 16.0
+    return int(min(sub, max(64, 1 << (math.ceil(k) - 1).bit_length())))
+
+
+def psis_tail(n: int) -> int:
+    """M = min(3 sqrt(S), S / 5) (Vehtari et al. 2024): how many of the largest log-weights PSIS fits."""
+    return int(min(max(math.ceil(3 * math.sqrt(n)), 1), 0.2 * n))
+
+
+def _layout(model: Model, lik, n: int, size: int, sub: int, widen: int = 1) -> Layout:
+    """Static sizes for n draws; ``widen`` scales the per-sub-block top-k (0: keep every draw's key)."""
+    rows, _ = distinct_rows(model)
+    ktop = kres = 0
     if lik is not None:
-        # PSIS needs the largest M = min(S/5, 3 sqrt(S)) log-weights (Vehtari et al. 2024). Each block keeps
-        # at least 4096 (M for S up to 1.8M) rounded up to a power of two, so that sample counts share one
-        # compiled kernel; psis.py takes the M it needs from the merged top.
-        m_needed = int(min(max(math.ceil(3 * math.sqrt(n)), 1), 0.2 * n))
-        ktop = min(max(4096, 1 << (m_needed - 1).bit_length()), size)
-    layout = Layout(size=size, keep=min(KEEP, size), ktop=ktop, posterior=lik is not None)
-    fn = _CALLS.setdefault(layout, _calls(layout))
-    lo32, inv32 = jnp.asarray(lo, jnp.float32), jnp.asarray(1.0 / width, jnp.float32)
-    below = lik.target if lik is not None else None
-    sums = Sums(n=n, names=model.names, lo=lo, width=width, prior={}, first=np.empty(0))
-    prior = post = None
-    tops: list[np.ndarray] = []
-    res: dict[str, np.ndarray] | None = None
-    for start in range(0, nblocks, blocks_per_call):
-        ids = np.arange(start, min(start + blocks_per_call, nblocks), dtype=np.uint32)
-        n_valid = np.minimum(n - ids.astype(np.int64) * size, size).astype(np.int32)
-        out = jax.device_get(fn(key, model, lik, lo32, inv32, below, jnp.asarray(ids), jnp.asarray(n_valid)))
-        for j in range(len(ids)):
-            blk = jax.tree.map(lambda a: a[j], out)
-            prior = _add(prior, blk["prior"])
-            if start + j == 0:
-                sums.first = np.asarray(blk["first"], np.float64)[:, : min(KEEP, n)]
-            if lik is None:
-                continue
-            sums.below = blk["below"] + (0 if sums.below is None else sums.below)
-            sums.inside = blk["inside"] + (0 if sums.inside is None else sums.inside)
-            m = float(blk["m"])
-            if np.isfinite(m):
-                if m > sums.log_max and post is not None:
-                    post = {k: v * math.exp(sums.log_max - m) for k, v in post.items()}
-                new_max = max(m, sums.log_max)
-                post = _add(post, blk["post"], math.exp(m - new_max))
-                sums.log_max = new_max
-            tops.append(np.asarray(blk["top"], np.float64))
-            r = blk["reservoir"]
-            cand = {"key": np.asarray(r["key"], np.float64), "ll": np.asarray(r["ll"], np.float64),
-                    "D": np.asarray(r["D"], np.float64)}
-            if res is not None:
-                cand = {k: np.concatenate([res[k], cand[k]], axis=-1) for k in cand}
-            order = np.argsort(-cand["key"], kind="stable")[: layout.keep]
-            res = {"key": cand["key"][order], "ll": cand["ll"][order], "D": cand["D"][:, order]}
-            if len(tops) > 1:
-                merged = np.concatenate(tops)
-                tops = [np.sort(merged)[-ktop:]]
+        frac = min(sub, n) / n  # share of all draws in one sub-block
+        ktop = sub if not widen else _per_sub(widen * (psis_tail(n) + 1) * frac, sub)
+        kres = sub if not widen else _per_sub(widen * min(KEEP, n) * frac, sub)
+    sampled = tuple(i for i, r in enumerate(rows) if r not in model.inputs)
+    return Layout(size=size, sub=sub, rows=rows, sampled=sampled, keep=min(KEEP, sub), ktop=ktop, kres=kres)
+
+
+def _call(lay: Layout, ndev: int) -> Callable:
+    k = (lay, ndev)
+    if k not in _CALLS:
+        _CALLS[k] = _make_call(lay, ndev)
+    return _CALLS[k]
+
+
+def init_distributed() -> bool:
+    """``jax.distributed.initialize()`` when JAX's multi-process environment variables are set (JAX's
+    own coordinator, or a cluster JAX detects: SLURM, Open MPI, ...); call before any JAX computation."""
+    if not (os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("MCFLOPS_DISTRIBUTED")):
+        return False
+    try:
+        jax.distributed.initialize()
+    except RuntimeError:  # already initialised
+        pass
+    return True
+
+
+class _Merge:
+    """Adds block outputs in block order (float64), keeping the running maximum of the posterior."""
+
+    def __init__(self, n: int, lay: Layout, posterior: bool):
+        self.n, self.lay, self.posterior = n, lay, posterior
+        self.prior: dict | None = None
+        self.post: dict | None = None
+        self.log_max = -np.inf
+        self.below = self.inside = None
+        self.lo = np.full(len(lay.rows), np.inf)
+        self.hi = np.full(len(lay.rows), -np.inf)
+        self.first = None
+        self.m_top = psis_tail(n) + 1
+        self.top = np.empty(0)
+        self.res = {"key": np.empty(0), "ll": np.empty(0), "D": np.empty((len(lay.rows), 0))}
+        self.cut_top = self.cut_res = -np.inf  # the largest k-th value of a sub-block that was cut
+
+    def add(self, blk: dict, n_valid: int) -> None:
+        prior = {k: np.asarray(v, np.float64) for k, v in blk["prior"].items()}
+        self.prior = prior if self.prior is None else {k: self.prior[k] + prior[k] for k in prior}
+        self.lo, self.hi = np.minimum(self.lo, blk["min"]), np.maximum(self.hi, blk["max"])
+        if self.first is None:
+            self.first = np.asarray(blk["first"], np.float64)
+        if not self.posterior:
+            return
+        b, i = np.asarray(blk["below"], np.float64), np.asarray(blk["inside"], np.float64)
+        self.below = b if self.below is None else self.below + b
+        self.inside = i if self.inside is None else self.inside + i
+        m = float(blk["m"])
+        if np.isfinite(m):
+            post = {k: np.asarray(v, np.float64) for k, v in blk["post"].items()}
+            if self.post is None:
+                self.post, self.log_max = post, m
+            else:
+                new_max = max(m, self.log_max)
+                a, c = math.exp(self.log_max - new_max), math.exp(m - new_max)
+                self.post = {k: self.post[k] * (a * a if k == "s0w2" else a) + post[k] * (c * c if k == "s0w2" else c)
+                             for k in post}
+                self.log_max = new_max
+        sub = self.lay.sub
+        counts = np.clip(n_valid - sub * np.arange(self.lay.nsub), 0, sub)
+        top, rkey = np.asarray(blk["top"], np.float64), np.asarray(blk["rkey"], np.float64)
+        full_t, full_r = counts > self.lay.ktop, counts > self.lay.kres
+        if full_t.any():
+            self.cut_top = max(self.cut_top, float(np.max(top[full_t, -1])))
+        if full_r.any():
+            self.cut_res = max(self.cut_res, float(np.max(rkey[full_r, -1])))
+        t = np.concatenate([self.top, top[counts > 0].reshape(-1)])
+        self.top = np.sort(t)[-self.m_top:]
+        keep = min(KEEP, self.n)
+        cand_key = np.concatenate([self.res["key"], rkey[counts > 0].reshape(-1)])
+        cand_ll = np.concatenate([self.res["ll"], np.asarray(blk["rll"], np.float64)[counts > 0].reshape(-1)])
+        rD = np.asarray(blk["rD"], np.float64)[counts > 0]  # [S, Q, k]
+        cand_D = np.concatenate([self.res["D"], np.moveaxis(rD, 1, 0).reshape(rD.shape[1], -1)], axis=1)
+        order = np.argsort(-cand_key, kind="stable")[:keep]
+        self.res = {"key": cand_key[order], "ll": cand_ll[order], "D": cand_D[:, order]}
+
+    def exact(self) -> bool:
+        """Whether every sub-block kept all its draws that belong to the overall top (else: widen, rerun)."""
+        if not self.posterior:
+            return True
+        ok_top = self.cut_top == -np.inf or (self.top.size >= self.m_top and self.cut_top <= self.top[0])
+        keys = self.res["key"]
+        ok_res = self.cut_res == -np.inf or (keys.size >= min(KEEP, self.n) and self.cut_res < keys[-1])
+        return bool(ok_top and ok_res)
+
+
+def _expand(d: dict[str, np.ndarray], where: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """Sums over distinct rows -> sums over every tracked quantity (rows of equal quantities copied)."""
+    ix = np.asarray(where)
+    out = {}
+    for k, v in d.items():
+        if k == "cross":
+            out[k] = v[np.ix_(ix, ix)]
+        elif np.ndim(v) >= 1 and k not in ("s0", "s0w2"):
+            out[k] = v[ix]
+        else:
+            out[k] = v
+    return out
+
+
+def _pass(key, model, lik, n, lay, lo, inv, below, blocks_per_call, progress) -> _Merge:
+    ndev = jax.device_count()
+    fn = _call(lay, ndev)
+    per_call = max(1, blocks_per_call) * ndev
+    nblocks = -(-n // lay.size)
+    merge = _Merge(n, lay, lik is not None)
+    lo32, inv32 = jnp.asarray(np.asarray(lo, np.float32)), jnp.asarray(np.asarray(inv, np.float32))
+    pending = None
+    starts = list(range(0, nblocks, per_call))
+
+    def finish(p):
+        start, nv, out = p
+        out = jax.device_get(out)
+        for j in range(int(np.sum(nv > 0))):
+            merge.add(jax.tree.map(lambda a: a[j], out), int(nv[j]))
         if progress is not None:
-            progress(min(start + blocks_per_call, nblocks), nblocks)
-    sums.prior, sums.blocks = prior, nblocks
+            progress(min(start + per_call, nblocks), nblocks)
+
+    for start in starts:
+        ids = np.arange(start, start + per_call, dtype=np.int64)
+        nv = np.clip(n - ids * lay.size, 0, lay.size).astype(np.int32)
+        out = fn(key, model, lik, lo32, inv32, below, jnp.asarray(ids.astype(np.uint32)), jnp.asarray(nv))
+        if pending is not None:  # overlap: add the previous call's sums while this one runs
+            finish(pending)
+        pending = (start, nv, out)
+    if pending is not None:
+        finish(pending)
+    return merge
+
+
+def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_per_call: int | None = None,
+        size: int = BLOCK, sub: int | None = None, progress: Callable[[int, int], None] | None = None) -> Sums:
+    """Draw n samples in blocks of ``size`` and return their float64 sums (the engine's one entry point).
+
+    ``blocks_per_call`` blocks go to each device per compiled call (default: 4 on CPU, 32 on GPU);
+    ``sub`` is the sub-block size (default ``SUB``). Neither changes the draws; the sums are
+    bit-identical for any ``blocks_per_call`` and any number of devices (given ``sub``).
+    """
+    if n < 1:
+        raise ValueError(f"expected at least one draw, got n={n}")
+    sub = min(sub or SUB, size)
+    if size % sub:
+        raise ValueError(f"block size {size} is not a multiple of the sub-block size {sub}")
+    if blocks_per_call is None:
+        blocks_per_call = 4 if jax.devices()[0].platform == "cpu" else 32
+    rows, where = distinct_rows(model)
+    q = len(rows)
+    below = lik.target if lik is not None else None
+    lay = _layout(model, lik, n, size, sub)
+    # the pilot: the same program on PILOT draws under another key; their min/max fix the ranges
+    pilot = _pass(jax.random.fold_in(key, _PILOT_ID), model, lik, min(PILOT, size), lay, np.zeros(q), np.ones(q),
+                  below, blocks_per_call, None)
+    span = np.maximum(pilot.hi - pilot.lo, 1e-6)
+    lo = pilot.lo - 0.5 * span
+    width = 2.0 * span / NBINS
+    for widen in (1, 8, 64, 0):  # the per-sub-block top-k sizes are a guess; widen them if one was cut short
+        if widen != 1:
+            lay = _layout(model, lik, n, size, sub, widen)
+        merge = _pass(key, model, lik, n, lay, lo, 1.0 / width, below, blocks_per_call, progress)
+        if merge.exact():
+            break
+    hist = np.empty((q, NBINS + 2))
+    for r, name in enumerate(rows):  # inputs: n times the exact probability of each bin
+        hist[r] = merge.prior["hist"][lay.sampled.index(r)] if r in lay.sampled else \
+            n * bin_probabilities(model.sampler(name), lo[r], width[r], NBINS)
+    merge.prior["hist"] = hist
+    ix = np.asarray(where)
+    sums = Sums(n=n, names=model.names, lo=lo[ix], width=width[ix], prior=_expand(merge.prior, where),
+                first=merge.first[ix][:, : min(KEEP, n)], blocks=-(-n // size))
+    sums.extra.update(rows=rows, widened=widen)
     if lik is not None:
-        sums.post = post
-        sums.top = np.sort(np.concatenate(tops))[-ktop:] if tops else np.empty(0)
-        sums.reservoir = res
+        sums.post = _expand(merge.post, where) if merge.post is not None else None
+        sums.log_max = merge.log_max
+        sums.below, sums.inside = merge.below, merge.inside
+        sums.top = merge.top
+        r = merge.res
+        sums.reservoir = {"key": r["key"], "ll": r["ll"], "D": r["D"][ix]}
     return sums

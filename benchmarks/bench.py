@@ -1,0 +1,253 @@
+"""The engine against the NumPy and squigglepy references, in one process (issue 6).
+
+    .venv/bin/python benchmarks/bench.py                 # CPU: every figure of benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench.py --quick         # 1e6/1e7 only (a minute)
+    .venv/bin/python benchmarks/bench.py --gpu           # GPU machine: engine at 1e8..1e10, no squigglepy
+    .venv/bin/python benchmarks/bench.py --json out.json # also write the figures as JSON
+
+The model is the references' (``reference_numpy.PRIORS``): N = 405.9e9, D ~ lognormal 90% [15.0T,
+16.8T], MFU ~ Beta(mean 0.40, sd 0.03), goodput ~ Beta with 90% interval [0.85, 0.97], H100 dense
+BF16 peak; gpu_hours = 6ND / (peak MFU goodput) / 3600. Every variant computes the same quantiles
+(p5..p95), mean and sd of gpu_hours; the engine also reports every input and output.
+
+Figures (each the best of ``--repeats`` runs; the machine may be shared, so the load average is
+printed beside them):
+
+* draws/s of the prior predictive with quantiles at 1e7: the engine (compiled program warm, and
+  the first call including compilation), NumPy (float64, ``default_rng``, ``np.quantile``) and
+  squigglepy; the engine/NumPy ratio (target >= 10);
+* seconds for 1e8 draws (target <= 10 s); peak RSS of a fresh process drawing 1e9 (target < 1.5 GB);
+* quantile accuracy: the engine's histogram quantiles against ``np.quantile`` of the very same
+  1e7 draws, recomputed outside the engine (target: within 0.2% relative);
+* importance-sampling posterior (one observation) / prior pass, same draws (target <= 2);
+* ``mcflops run priors/_smoke.yaml``: cold (empty JAX compilation cache) and warm, end to end
+  (targets 15 s and 8 s).
+
+Nothing here imports ArviZ or matplotlib, so it runs on a GPU machine without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+SPEC = {
+    "name": "bench-405b", "seed": 0, "samples": 10_000_000,
+    "hardware": {"accelerator": "h100-sxm", "precision": "bf16"},
+    "flops": "6nd",
+    "priors": {"params": 405.9e9, "tokens": {"lognormal": [15.0e12, 16.8e12]},
+               "mfu": {"beta": {"mean": 0.40, "sd": 0.03}}, "goodput": {"beta": [0.85, 0.97]}},
+}
+OBSERVE = {"gpu_hours": {"value": 30.84e6, "sigma": 0.05}}
+QS = ("p5", "p25", "p50", "p75", "p95")
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def _best(f, repeats: int):
+    times, out = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = f()
+        times.append(time.perf_counter() - t)
+    return min(times), out
+
+
+def engine_prior(n: int, observe: bool = False):
+    """api.run's prior predictive (engine + summaries), as a user gets it."""
+    import mcflops
+
+    spec = {**SPEC, "observe": OBSERVE} if observe else SPEC
+    return mcflops.run(spec, samples=n, posterior=observe)
+
+
+def engine_sums(n: int, posterior: bool):
+    import jax
+
+    from mcflops import engine, load_spec, model as model_mod
+
+    spec = load_spec({**SPEC, "observe": OBSERVE})
+    m = model_mod.build_model(spec)
+    lik = engine.build_likelihood(spec, m) if posterior else None
+    return engine.run(jax.random.key(0), m, lik, n)
+
+
+def quantile_accuracy(n: int) -> dict:
+    """Engine quantiles vs np.quantile of the same draws (recomputed block by block outside the engine)."""
+    import jax
+
+    from mcflops import engine, load_spec, model as model_mod, summary
+
+    spec = load_spec(SPEC)
+    m = model_mod.build_model(spec)
+    key = jax.random.key(0)
+    sums = engine.run(key, m, None, n)
+    got = summary.summarize(sums, m.centers)
+    out = {}
+    for name in ("gpu_hours", "mfu", "goodput", "tokens"):
+        parts = []
+        for b in range(-(-n // engine.BLOCK)):
+            size = min(engine.BLOCK, n - b * engine.BLOCK)
+            v = model_mod.evaluate(m, engine.draw_z(key, m, np.uint32(b), engine.BLOCK))
+            parts.append(np.broadcast_to(np.asarray(v[name], np.float64), (engine.BLOCK,))[:size])
+        x = np.exp(m.centers[name] + np.concatenate(parts))
+        exact = np.quantile(x, [0.05, 0.25, 0.5, 0.75, 0.95])
+        out[name] = {k: float(got[name][k] / e - 1) for k, e in zip(QS, exact)}
+        del x, parts
+    out["max_abs_rel_err"] = max(abs(v) for d in out.values() for v in d.values())
+    return out
+
+
+_RSS_CHILD = """
+import resource, sys, time
+sys.path.insert(0, {here!r})
+import bench
+t = time.perf_counter()
+res = bench.engine_prior({n})
+dt = time.perf_counter() - t
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, dt, res.prior["gpu_hours"]["p50"])
+"""
+
+
+def peak_rss(n: int) -> dict:
+    """Peak RSS (KiB on Linux) of a fresh process running the prior predictive with n draws."""
+    out = subprocess.run([sys.executable, "-c", _RSS_CHILD.format(here=str(HERE), n=n)], capture_output=True,
+                         text=True, cwd=ROOT)
+    if out.returncode != 0:
+        return {"error": out.stderr[-2000:]}
+    kib, secs, p50 = out.stdout.split()[-3:]
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"n": n, "peak_rss_mb": int(kib) / 1024, "seconds": float(secs), "draws_per_s": n / float(secs),
+            "p50": float(p50), "children_max_rss_mb": child / 1024}
+
+
+def cli_startup(repeats: int) -> dict:
+    """`mcflops run priors/_smoke.yaml` end to end: cold (empty compilation cache), then warm."""
+    exe = str(Path(sys.executable).with_name("mcflops"))
+    cmd = [exe, "run", "priors/_smoke.yaml", "--out", os.path.join(tempfile.gettempdir(), "mcflops-bench-out"),
+           "--quiet"] if os.path.exists(exe) else [sys.executable, "-m", "mcflops.cli", "run", "priors/_smoke.yaml"]
+    out: dict = {"command": " ".join(["mcflops"] + cmd[1:])}
+    cache = tempfile.mkdtemp(prefix="mcflops-jax-cache-")
+    env = {**os.environ, "MCFLOPS_JAX_CACHE": cache}
+    try:
+        for label in ["cold"] + ["warm"] * repeats:
+            t = time.perf_counter()
+            r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+            dt = time.perf_counter() - t
+            if r.returncode != 0:
+                out[f"{label}_error"] = r.stderr[-1000:]
+            out[label] = min(out.get(label, dt), dt)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--gpu", action="store_true", help="GPU machine: engine at 1e8, 1e9, 1e10; no squigglepy")
+    p.add_argument("--quick", action="store_true", help="1e7 comparison, accuracy and posterior ratio only")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--json", help="write the figures to this file")
+    args = p.parse_args(argv)
+
+    import jax
+
+    from mcflops import api
+
+    dev = api.device_name()
+    r: dict = {"machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus", "device": dev,
+               "jax": jax.__version__, "python": platform.python_version(),
+               "date": time.strftime("%Y-%m-%d %H:%M %Z"), "command": " ".join(["python"] + sys.argv),
+               "load_before": _load()}
+    print(f"# {r['machine']}, {dev}, jax {r['jax']}, load {r['load_before']}", flush=True)
+
+    def show(label, n, secs, extra=""):
+        print(f"{label:44s} n={n:>14,d}  {secs:8.3f} s  {n / secs / 1e6:10.1f} M draws/s {extra}", flush=True)
+
+    n7 = 10_000_000
+    t_first, _ = _best(lambda: engine_prior(n7), 1)
+    show("engine, first call (compile + run)", n7, t_first)
+    t_eng, res = _best(lambda: engine_prior(n7), args.repeats)
+    show("engine prior predictive + quantiles", n7, t_eng)
+    r["engine_1e7"] = {"seconds": t_eng, "draws_per_s": n7 / t_eng, "first_call_s": t_first,
+                       "gpu_hours": {k: res.prior["gpu_hours"][k] for k in ("mean", "sd", *QS)}}
+
+    import reference_numpy
+
+    n_np = 1_000_000 if args.gpu else n7
+    t_np, ref = _best(lambda: reference_numpy.run(n_np), 1 if args.gpu else args.repeats)
+    show("numpy reference (float64, np.quantile)", n_np, t_np)
+    r["numpy"] = {"n": n_np, "seconds": t_np, "draws_per_s": n_np / t_np, "quantiles": ref["quantiles"]}
+    r["ratio_engine_numpy"] = (n7 / t_eng) / (n_np / t_np)
+    print(f"{'engine / numpy':44s} {r['ratio_engine_numpy']:.1f}x   (target >= 10x)", flush=True)
+    if not args.gpu:
+        try:
+            import reference_squiggle
+        except ImportError as e:
+            r["squigglepy"] = {"error": str(e)}
+        else:
+            t_sq, _ = _best(lambda: reference_squiggle.run(n7), 1)
+            show("squigglepy reference", n7, t_sq)
+            r["squigglepy"] = {"n": n7, "seconds": t_sq, "draws_per_s": n7 / t_sq}
+            r["ratio_engine_squigglepy"] = (n7 / t_eng) / (n7 / t_sq)
+            print(f"{'engine / squigglepy':44s} {r['ratio_engine_squigglepy']:.1f}x", flush=True)
+
+    acc = quantile_accuracy(n7)
+    r["quantile_accuracy_1e7"] = acc
+    print(f"{'quantiles vs np.quantile, same 1e7 draws':44s} max |rel err| = {acc['max_abs_rel_err']:.2e}"
+          "   (target < 2e-3)", flush=True)
+
+    engine_sums(n7, True)  # compile the posterior program
+    t_prior, _ = _best(lambda: engine_sums(n7, False), args.repeats)
+    t_post, _ = _best(lambda: engine_sums(n7, True), args.repeats)
+    r["posterior_1e7"] = {"prior_s": t_prior, "posterior_s": t_post, "ratio": t_post / t_prior}
+    show("engine.run, prior pass", n7, t_prior)
+    show("engine.run, importance-sampling posterior", n7, t_post, f"({t_post / t_prior:.2f}x the prior; target <= 2)")
+
+    if not args.quick:
+        big = [10**8, 10**9, 10**10] if args.gpu else [10**8]
+        for n in big:
+            t, _ = _best(lambda n=n: engine_prior(n), 1 if n >= 10**9 else args.repeats)
+            show("engine prior predictive + quantiles", n, t)
+            r[f"engine_{n:.0e}"] = {"seconds": t, "draws_per_s": n / t}
+        rss = peak_rss(10**9)
+        r["rss_1e9"] = rss
+        if "error" in rss:
+            print("1e9 RSS run failed:", rss["error"])
+        else:
+            show("fresh process, 1e9 draws (incl. start-up)", 10**9, rss["seconds"],
+                 f" peak RSS {rss['peak_rss_mb']:.0f} MB (target < 1500)")
+        cli = cli_startup(args.repeats)
+        r["cli"] = cli
+        print(f"{'mcflops run priors/_smoke.yaml':44s} cold {cli.get('cold', float('nan')):.2f} s, "
+              f"warm {cli.get('warm', float('nan')):.2f} s   (targets 15 s, 8 s)", flush=True)
+        r["sobol_2e18"] = "not measured here (sensitivity: see its own benchmark)"
+    r["load_after"] = _load()
+    print(f"# load average after: {r['load_after']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(r, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
