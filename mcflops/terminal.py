@@ -39,14 +39,20 @@ def stats_table(title: str, stats: dict[str, dict[str, Any]], names) -> Any:
 
 
 def print_result(res, data: dict[str, Any]) -> None:
-    from rich.console import Console
-
     import sys
+
+    from rich.console import Console
+    from rich.markup import escape as _escape
+
+    from .errors import one_line
+
+    def escape(text: str) -> str:  # user text: shown as text, never as markup or terminal control
+        return _escape(one_line(text))
 
     con = Console() if sys.stdout.isatty() else Console(width=120)
     spec = res.spec
     ch = data["chain"]
-    con.print(f"[bold]{spec.name}[/bold]  {spec.description}")
+    con.print(f"[bold]{escape(spec.name)}[/bold]  {escape(spec.description)}")
     con.print(f"[dim]seed {res.seed} · {res.samples:,} draws · {res.device} · "
               f"{res.timings.get('total_s', 0):.2f} s · flops convention {spec.flops}[/dim]\n")
     con.print("[bold]Napkin chain[/bold] (each input at its median)")
@@ -85,7 +91,19 @@ def print_result(res, data: dict[str, Any]) -> None:
         if "corr_mfu_goodput_log" in post:
             con.print(f"  posterior correlation of log MFU and log goodput: {post['corr_mfu_goodput_log']:+.2f} "
                       "(the data constrain their product)")
+        paper = post.get("mfu_vs_paper")
+        if paper:
+            lo, hi = paper["range"]
+            con.print(f"  P({lo:.0%} <= MFU <= {hi:.0%}): prior {paper['prior_probability']:.2f}, "
+                      f"posterior {paper['posterior_probability']:.2f}")
+    sens = data.get("sensitivity")
+    if sens:
+        from .terminal_sens import brief_lines
+
+        con.print()
+        for line in brief_lines(sens):
+            con.print(escape(line))
     for note in data.get("notes", []):
-        con.print(f"[yellow]note:[/yellow] {note}")
+        con.print(f"[yellow]note:[/yellow] {escape(note)}")
     if "out" in data:
-        con.print(f"\n[dim]wrote {data['out']}/[/dim]")
+        con.print(f"\n[dim]wrote {escape(str(data['out']))}/[/dim]")
