@@ -67,8 +67,26 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="re-render report.md and report.html of a run folder (no sampling)",
                         description="Re-render DIR/report.md and DIR/report.html from DIR/summary.json, the resolved "
                         "prior file and the figures in DIR, without sampling again (fast; no JAX).")
-    rp.add_argument("dir", help="a run folder written by `mcflops run`, e.g. reports/llama-3.1-405b")
+    rp.add_argument("dir", help="a run folder written by `mcflops run`, e.g. reports/llama405b")
     _sens_parsers(sub, common)
+    ca = sub.add_parser("calibrate", help="fit effective utilization (MFU x goodput) to the published runs; "
+                        "leave-one-out check",
+                        description="Fit the hierarchical model of effective utilization u = MFU x goodput to the "
+                        "published runs in mcflops/data/published_runs.yaml (NUTS), print the posterior and the "
+                        "calibrated prior that `mfu: {calibrated: true}` uses, and predict each run's hours from "
+                        "the others (leave-one-out: coverage of 90% intervals, median error, interval width). "
+                        "Writes calibration.json and calibration.png to --out.")
+    ca.add_argument("--seed", type=_positive_int, default=0, help="random seed (default 0)")
+    ca.add_argument("--chains", type=_positive_int, default=4, help="NUTS chains (default 4)")
+    ca.add_argument("--draws", type=_positive_int, default=300, help="warm-up and kept draws per chain (default 300)")
+    ca.add_argument("--no-loo", action="store_true", help="skip the leave-one-out check (one fit only)")
+    ca.add_argument("--write", action="store_true",
+                    help="also regenerate the shipped fit, mcflops/data/calibration_fit.json (what calibrated "
+                    "priors read)")
+    ca.add_argument("--out", default="reports/calibration", help="folder for calibration.json and calibration.png "
+                    "(default reports/calibration; created if missing)")
+    ca.add_argument("--json", action="store_true", help="print the result as JSON on stdout instead of tables")
+    ca.add_argument("--quiet", action="store_true", help="no progress line")
     return p
 
 
@@ -147,6 +165,8 @@ def _dispatch(args) -> int:
         return 0
     if args.command == "report":
         return _report_command(args.dir)
+    if args.command == "calibrate":
+        return _calibrate_command(args)
     if args.command in ("sensitivity", "plan", "compare"):
         return _sens_command(args)
     from .spec import load_spec
@@ -270,7 +290,7 @@ def _write_outputs(out: Path, res, data: dict[str, Any]) -> None:
         raise SpecError(f"cannot write here: {e.strerror}", path=str(out), field="--out") from None
     try:
         (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n")
-        _write_yaml(tmp / "spec.resolved.yaml", resolved_dict(res.spec))
+        _write_yaml(tmp / "spec.resolved.yaml", resolved_dict(res.spec), provenance=data)
         for hook in _OUTPUT_HOOKS:
             hook(tmp, res, data)
         _write_report(tmp, res, out)  # last: it embeds the figures the hooks wrote
@@ -311,6 +331,37 @@ def _sens_command(args) -> int:
         print(json.dumps(data, indent=2))
     else:
         terminal_sens.show(args.command, data)
+    return 0
+
+
+def _calibrate_command(args) -> int:
+    """`mcflops calibrate` (issue 7): fit + leave-one-out, then calibration.json/.png and, with --write, the fit."""
+    if args.chains < 1 or args.draws < 50:
+        raise SpecError("expected --chains >= 1 and --draws >= 50", field="--draws")
+    _setup_jax()
+    from . import terminal_calibrate
+
+    data, figures, export = terminal_calibrate.compute(args)
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _replace_file(out / "calibration.json", lambda p: p.write_text(json.dumps(data, indent=2) + "\n"))
+        for name, draw in figures.items():
+            try:
+                _replace_file(out / name, draw)
+            except ImportError:  # no matplotlib: JSON only
+                break
+        if export is not None:
+            target = terminal_calibrate.fit_path()
+            _replace_file(target, lambda p: p.write_text(json.dumps(export, separators=(",", ":")) + "\n"))
+            data["wrote_fit"] = str(target)
+    except OSError as e:
+        raise SpecError(f"cannot write: {e.strerror}", path=str(e.filename or out), field="--out") from None
+    data["out"] = str(out)
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        terminal_calibrate.show(data)
     return 0
 
 
@@ -423,12 +474,15 @@ def _swap(tmp: Path, out: Path) -> None:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
-def _write_yaml(path: Path, data: dict) -> None:
+def _write_yaml(path: Path, data: dict, provenance: dict | None = None) -> None:
     from ruamel.yaml import YAML
 
     y = YAML(typ="rt")  # keeps the file's key order
     with path.open("w") as f:
         f.write("# resolved prior file: every default filled in; `mcflops run` on it repeats the run exactly\n")
+        if provenance:  # what made the run (the same fields as summary.json)
+            f.write("# " + ", ".join(f"{k} {provenance.get(k)}" for k in ("version", "seed", "samples", "device",
+                                                                         "spec_hash")) + "\n")
         y.dump(data, f)
 
 
