@@ -103,6 +103,11 @@ def print_result(res, data: dict[str, Any]) -> None:
         con.print()
         for line in brief_lines(sens):
             con.print(escape(line))
+        for sw in (sens.get("sweeps") or {}).values():
+            vals, p50 = sw["values"], sw["p50"]
+            picks = sorted({0, len(vals) - 1, *(i for i, v in enumerate(vals) if abs(v - 0.40) < 1e-9)})
+            con.print(escape(f"Sweep of {sw['input']} (others sampled): median {sw['output']} "
+                             + ", ".join(f"{fmt(vals[i], 3)} -> {fmt(p50[i])}" for i in picks)))
     for note in data.get("notes", []):
         con.print(f"[yellow]note:[/yellow] {escape(note)}")
     if "out" in data:
