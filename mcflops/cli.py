@@ -138,6 +138,7 @@ def _sens_parsers(sub, common) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _WRITTEN.clear()  # this call's writes only (main may be called again in one process)
     if args.version:
         from .api import version
 
