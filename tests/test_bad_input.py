@@ -6,10 +6,14 @@ Each corpus file starts with its expectation:
     # expect: <a fragment of the one-line message>
     # line: <the line the message must name, or - when the error has no line (an empty file)>
     # stage: run        (optional: the error only shows once sampling has run, e.g. conflicting observations)
+    # stage: note       (a figure far outside every prior draw, under a likelihood that is nowhere zero:
+                         the run goes on and says which observation conflicts with which priors)
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import subprocess
@@ -37,8 +41,9 @@ def header(path: Path) -> dict[str, str]:
     return out
 
 
-STATIC = [c for c in CASES if header(c).get("stage") != "run"]
+STATIC = [c for c in CASES if "stage" not in header(c)]
 RUNTIME = [c for c in CASES if header(c).get("stage") == "run"]
+NOTED = [c for c in CASES if header(c).get("stage") == "note"]
 
 
 def cli(argv, capsys) -> tuple[int, str, str]:
@@ -96,6 +101,23 @@ def test_observation_no_draw_can_explain(case, tmp_path, monkeypatch, capsys):
     assert rc == 2, out
     assert_one_line(err, str(case), h["expect"])
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("case", NOTED, ids=lambda p: p.stem)
+def test_observation_far_outside_the_priors_is_named(case, tmp_path, capsys):
+    """30.84M hours with MFU in [0.9, 0.95]: every draw is ~19 sigma away. The likelihood is nowhere zero,
+    so the run completes, and says which observation conflicts with which priors; no NaN, no empty posterior."""
+    h = header(case)
+    rc, out, err = cli(["run", case, "--out", tmp_path / "out", "--quiet", "--method", "is"], capsys)
+    assert rc == 0 and "Traceback" not in err, err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    notes = [n for n in summary.get("notes", []) if h["expect"] in n]
+    assert len(notes) == 1 and "prior of mfu" in notes[0], summary.get("notes")
+    assert h["expect"] in " ".join(out.split())  # shown in the terminal too (tables wrap long lines)
+    post = summary["posterior"]
+    for name in ("mfu", "gpu_hours"):
+        assert all(isinstance(post[name][k], float) and math.isfinite(post[name][k]) for k in ("mean", "p5", "p95"))
+    assert 0.9 <= post["mfu"]["p5"] <= post["mfu"]["p95"] <= 0.95
 
 
 def test_bad_file_leaves_previous_report_untouched(tmp_path, capsys):
