@@ -174,7 +174,7 @@ def _model_fn(cfg: Config, n_org: int, n_fam: int, n_folds: int, kinds_present: 
             a_acc = numpyro.deterministic("a_acc", tau_acc[:, None] * z_acc)
             logit = logit + a_acc[:, fam]
         if learn:
-            sig = numpyro.sample("sigma_kind", dist.HalfNormal(scales).expand([f, len(learn)]).to_event(2))
+            sig = numpyro.sample("sigma_kind", dist.HalfNormal(jnp.broadcast_to(scales, (f, len(learn)))).to_event(2))
         sigma = numpyro.deterministic("sigma", jnp.stack(
             [sig[:, learn.index(n)] if n in learn else jnp.full((f,), SIGMA_SCALE[n], jnp.float32)
              for n in KINDS], axis=-1))
@@ -334,6 +334,7 @@ class LooRow:
 class Loo:
     rows: list[LooRow]
     seconds: float
+    fits: list[Fit] = field(default_factory=list, repr=False)  # each fold's posterior (not serialised)
 
     @property
     def coverage(self) -> float:
@@ -377,7 +378,7 @@ def loo(key, runs: Runs | None = None, cfg: Config = Config(), only: Sequence[in
                            bool(pub >= p5) if bound else bool(p5 <= pub <= p95),
                            float("nan") if bound else abs(math.log(p50 / pub)), float(p95 / p5),
                            f.divergences, f.max_r_hat()))
-    return Loo(rows, time.perf_counter() - t0)
+    return Loo(rows, time.perf_counter() - t0, fits)
 
 
 def fit_id(cfg: Config, seed: int) -> str:
@@ -398,7 +399,7 @@ def export(fit: Fit, seed: int, loo_result: Loo | None = None, keep: int = 600) 
     draws = {k: _round(_thin(fit.draws[k], keep)) for k in names if k in fit.draws}
     summ = fit.summary()
     out = {"schema": derived.FIT_SCHEMA, "fit_id": fit_id(fit.config, seed), "made_by": "mcflops calibrate --write",
-           "mcflops_version": ver, "seed": seed, "n_runs": int(fit.runs.n), "runs": list(fit.runs.ids),
+           "mcflops_version": ver, "data_sha256": hashlib.sha256(data_text().encode()).hexdigest(), "seed": seed, "n_runs": int(fit.runs.n), "runs": list(fit.runs.ids),
            "covariates": list(fit.config.covariates), "orgs": list(fit.runs.org_names),
            "families": list(fit.runs.family_names), "kinds": list(KINDS),
            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in fit.config.__dict__.items()},

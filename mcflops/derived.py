@@ -29,9 +29,9 @@ from .errors import SpecError
 
 # Knot probabilities: 25 knots evenly spaced in normal score over [-3.72, 3.72] (p = 1e-4 .. 1 - 1e-4),
 # plus the quartiles, the median and the 5/95% points, so that those are exact.
-_Z = np.unique(np.concatenate([np.linspace(-3.719016485455709, 3.719016485455709, 25),
-                               [-1.6448536269514722, -0.6744897501960817, 0.0, 0.6744897501960817,
-                                1.6448536269514722]]))
+_Z = np.unique(np.round(np.concatenate([np.linspace(-3.719016485455709, 3.719016485455709, 25),
+                                         [-1.6448536269514722, -0.6744897501960817, 0.0, 0.6744897501960817,
+                                          1.6448536269514722]]), 12))
 KNOT_PROBS = np.array([0.5 * math.erfc(-z / math.sqrt(2.0)) for z in _Z])
 
 # Accelerator families: parts with the same compute die share a partially pooled effect.
