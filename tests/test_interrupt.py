@@ -104,7 +104,7 @@ def test_failure_while_writing_keeps_the_previous_report(failure, code, message,
         assert (folder / "summary.json").exists() and folder.parent == out.parent
         raise failure
 
-    monkeypatch.setattr(cli, "_OUTPUT_HOOKS", [*cli._OUTPUT_HOOKS, hook])
+    monkeypatch.setattr(cli, "_OUTPUT_HOOKS", [hook, *cli._OUTPUT_HOOKS])  # first: skip the figures
     rc = cli.main(["run", str(OK), "--out", str(out), "--quiet"])
     err = capsys.readouterr().err
     assert rc == code
