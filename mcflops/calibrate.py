@@ -227,7 +227,7 @@ class Fit:
                     continue
                 out[label] = {"mean": float(x.mean()), "sd": float(x.std()), "p5": float(np.quantile(x, 0.05)),
                               "p95": float(np.quantile(x, 0.95)),
-                              "r_hat": float(split_gelman_rubin(x)) if x.shape[0] > 1 else float("nan"),
+                              "r_hat": float(split_gelman_rubin(x)),  # split: also for one chain
                               "ess": float(effective_sample_size(x))}
         return out
 

@@ -105,7 +105,7 @@ def show(data: dict[str, Any]) -> None:
     con.print(t)
     con.print("  [dim]sigma[...] and throughput_offset are on log hours; a_org/a_acc are partially pooled "
               "effects; beta per decade of N, per doubling of peak FLOP/s[/dim]\n")
-    p = Table(title="Calibrated prior for a new org's dense run: u = MFU x goodput", title_justify="left",
+    p = Table(title="Calibrated prior u = MFU x goodput (a new org, dense)", title_justify="left",
               header_style="bold")
     for c in ("accelerator", "params", "p5", "p50", "p95"):
         p.add_column(c, justify="left" if c == "accelerator" else "right")

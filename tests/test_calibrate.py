@@ -16,8 +16,8 @@ from mcflops import derived
 from mcflops.errors import SpecError
 from mcflops.spec import load_spec
 
-REDUCED = cal.Config(covariates=("log10_params", "log2_peak"), org_effect=True, acc_effect=False, chains=2,
-                     warmup=250, draws=250)
+REDUCED = cal.Config(covariates=("log10_params", "log2_peak"), org_effect=True, acc_effect=False, chains=1,
+                     warmup=400, draws=400)  # one chain: compiling NUTS is most of the time
 TRUTH = {"alpha": -0.5, "beta": np.array([0.25, -0.35]), "tau": 0.15,
          "a_org": {"A": 0.3, "B": -0.2, "C": 0.1, "D": -0.25}, "sigma": {"derived": 0.1, "third_party": 0.3}}
 CORRUPT = math.exp(2.5)  # run 0's published hours are 12x its true hours
