@@ -174,11 +174,19 @@ def _number(ctx: _Ctx, node: Mapping, key: str, field: str, *, positive=False, i
 
 
 def load_spec(source: str | Path | Mapping, *, path: str | None = None) -> Spec:
-    """Load and validate a prior file (a path) or an already-parsed mapping (a notebook's dict)."""
-    if isinstance(source, Mapping):
-        return _build(source, _Ctx(path or "<dict>"))
-    p = Path(source)
-    return _build(read_yaml(p), _Ctx(str(source)))
+    """Load and validate a prior file (a path) or an already-parsed mapping (a notebook's dict).
+
+    Floating-point overflow while resolving a prior (absurd parameters of a recipe) is not printed as
+    a numpy warning: the checks that follow (domain, tails, output range) turn its inf/0 into the one
+    line naming the field.
+    """
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        if isinstance(source, Mapping):
+            return _build(source, _Ctx(path or "<dict>"))
+        p = Path(source)
+        return _build(read_yaml(p), _Ctx(str(source)))
 
 
 def read_yaml(p: Path) -> Mapping:

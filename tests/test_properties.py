@@ -289,6 +289,13 @@ def mutated_spec(draw):
     d = copy.deepcopy(draw(valid_spec(observe=False)))
     if draw(st.booleans()):
         d["observe"] = {"gpu_hours": {"value": 3e7, "sigma": 0.1}}
+    recipe = draw(st.sampled_from([None, "calibrated", "failures"]))  # the derived prior forms
+    if recipe == "calibrated":
+        d["priors"]["mfu"] = {"calibrated": draw(st.sampled_from([True, {"org": "Meta"}, {"moe": True}]))}
+        d["priors"].pop("goodput", None)
+    elif recipe == "failures":
+        d["priors"]["goodput"] = {"failures": {"rate_per_gpu_hour": 2e-5, "count": 16384, "checkpoint_write_h": 0.005,
+                                               "checkpoint_interval_h": 0.17, "restart_h": {"lognormal": [0.03, 0.2]}}}
     for _ in range(draw(st.integers(1, 3))):
         spots = [p for p, _ in _paths(d) if p]
         kind = draw(st.sampled_from(["replace", "replace", "replace", "unknown_key", "delete"]))
