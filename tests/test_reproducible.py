@@ -14,8 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from mcflops import __version__
 from mcflops.cli import main
 from mcflops.spec import load_spec
@@ -50,48 +48,58 @@ def _bytes_without_volatile(path: Path) -> bytes:
     return json.dumps(_stable(d), indent=2).encode()
 
 
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
-    """The file, then the resolved prior file the first run wrote (same seed, every default filled in)."""
-    base = tmp_path_factory.mktemp("repro")
-    first, again = base / "run", base / "again"
-    assert main(["run", str(OK), "--out", str(first), "--quiet", "--json"]) == 0
-    assert main(["run", str(first / "spec.resolved.yaml"), "--out", str(again), "--quiet", "--json"]) == 0
-    return first, again
+def _two_device_run(out: Path) -> subprocess.Popen:
+    """`mcflops run` in a new interpreter (another hash seed) with two XLA host devices sharing the blocks."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONHASHSEED": "12345",
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "PYTHONPATH": str(HERE.parent)}
+    return subprocess.Popen([sys.executable, "-m", "mcflops.cli", "run", str(OK), "--out", str(out), "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
 
 
-def test_same_file_and_seed_give_identical_summary(two_runs):
-    """Run twice (the second time from spec.resolved.yaml, which must repeat the run exactly)."""
-    a, b = two_runs
-    assert _bytes_without_volatile(a / "summary.json") == _bytes_without_volatile(b / "summary.json")
-    assert (a / "spec.resolved.yaml").read_bytes() == (b / "spec.resolved.yaml").read_bytes()
-    sa = json.loads((a / "summary.json").read_text())
-    assert set(sa) >= {"prior", "posterior", "chain", "observed"}  # the comparison covers the numbers
+def test_same_file_and_seed_give_the_same_summary_everywhere(tmp_path, capsys):
+    """One test, so that the runs happen once (xdist would repeat a shared fixture on each worker):
+    the file in this process, its resolved prior file in this process, the file in a fresh process
+    on two devices (started first, it runs beside the others)."""
+    first, again, two = tmp_path / "run", tmp_path / "again", tmp_path / "two-devices"
+    proc = _two_device_run(two)
+    try:
+        assert _run(["run", OK, "--out", first, "--quiet", "--json"], capsys) == 0
+        assert _run(["run", first / "spec.resolved.yaml", "--out", again, "--quiet", "--json"], capsys) == 0
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
 
+    reference = _bytes_without_volatile(first / "summary.json")
+    assert set(json.loads(reference)) >= {"prior", "posterior", "chain", "observed"}  # the numbers are compared
+    # the resolved prior file (every default filled in) repeats the run exactly
+    assert _bytes_without_volatile(again / "summary.json") == reference
+    assert (again / "spec.resolved.yaml").read_bytes() == (first / "spec.resolved.yaml").read_bytes()
+    # a fresh interpreter, the blocks shared by two devices: the same numbers
+    assert "x2" in json.loads((two / "summary.json").read_text())["device"]
+    assert _bytes_without_volatile(two / "summary.json") == reference
 
-def test_another_seed_gives_other_draws(two_runs, capsys):
-    assert main(["sample", str(OK), "--seed", "8", "--json"]) == 0  # the prior predictive only
-    b = json.loads(capsys.readouterr().out)
-    a = json.loads((two_runs[0] / "summary.json").read_text())
-    assert a["seed"] == 7 and b["seed"] == 8
-    assert a["prior"]["gpu_hours"]["p50"] != b["prior"]["gpu_hours"]["p50"]
-    assert a["spec_hash"] != b["spec_hash"]  # the seed is part of what made the run
-
-
-def test_every_output_records_what_made_it(two_runs):
-    out = two_runs[0]
-    s = json.loads((out / "summary.json").read_text())
+    # every output records what made it
+    s = json.loads((first / "summary.json").read_text())
     spec = load_spec(OK)
     assert s["version"] == __version__
     assert s["seed"] == spec.seed == 7 and s["samples"] == spec.samples == 5000
     assert s["device"].startswith("cpu")
     assert s["spec_hash"] == spec.digest() and len(s["spec_hash"]) == 16
     for name in ("spec.resolved.yaml", "report.md", "report.html"):
-        if name.startswith("report") and not (out / name).exists():
+        if name.startswith("report") and not (first / name).exists():
             continue  # the report is optional (issue 5); when it is there it must say what made it
-        text = (out / name).read_text(encoding="utf-8")
+        text = (first / name).read_text(encoding="utf-8")
         for field in (__version__, s["spec_hash"], s["device"]):
             assert field in text, (name, field)
+
+    # another seed: other draws, another hash (the seed is part of what made a run)
+    assert main(["sample", str(OK), "--seed", "8", "--json"]) == 0  # the prior predictive only
+    b = json.loads(capsys.readouterr().out)
+    assert b["seed"] == 8 and b["prior"]["gpu_hours"]["p50"] != s["prior"]["gpu_hours"]["p50"]
+    assert b["spec_hash"] != s["spec_hash"]
 
 
 def test_spec_hash_ignores_comments_and_layout(tmp_path):
@@ -102,15 +110,3 @@ def test_spec_hash_ignores_comments_and_layout(tmp_path):
     changed = tmp_path / "changed.yaml"
     changed.write_text(text.replace("mfu: {beta: [0.3, 0.5]", "mfu: {beta: [0.3, 0.51]"))
     assert load_spec(changed).digest() != load_spec(OK).digest()
-
-
-def test_fresh_process_with_two_devices_gives_identical_summary(two_runs, tmp_path):
-    """A new interpreter (another hash seed), two XLA host devices sharing the blocks: same summary."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONHASHSEED": "12345",
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "PYTHONPATH": str(HERE.parent)}
-    out = tmp_path / "sub"
-    p = subprocess.run([sys.executable, "-m", "mcflops.cli", "run", str(OK), "--out", str(out), "--quiet"],
-                       capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert "x2" in json.loads((out / "summary.json").read_text())["device"]
-    assert _bytes_without_volatile(out / "summary.json") == _bytes_without_volatile(two_runs[0] / "summary.json")
