@@ -45,6 +45,24 @@ _PILOT_ID = 0x7FFF_FFF0
 _GUMBEL_ID = 0x7FFF_FFF1
 
 
+def _one_device_per_core() -> None:
+    """On the CPU, one JAX device per core (``MCFLOPS_CPU_DEVICES`` overrides), so that blocks run on
+    every core: XLA runs one program of this kernel on about one core. Done only before JAX's
+    backends start and never over an explicit setting (XLA_FLAGS device count, jax_num_cpu_devices)."""
+    from jax._src import xla_bridge
+
+    want = os.environ.get("MCFLOPS_CPU_DEVICES")
+    if xla_bridge.backends_are_initialized() or "xla_force_host_platform_device_count" in os.environ.get(
+            "XLA_FLAGS", "") or jax.config.jax_num_cpu_devices >= 0:
+        return
+    try:
+        n = int(want) if want else len(os.sched_getaffinity(0))
+    except (ValueError, AttributeError):
+        n = os.cpu_count() or 1
+    if n > 1:
+        jax.config.update("jax_num_cpu_devices", min(n, 64))
+
+
 def stable_id(name: str) -> int:
     """A stable 31-bit id for an input name (CRC-32; Python's hash() is salted per process)."""
     return zlib.crc32(name.encode()) & 0x7FFF_FFFF
@@ -142,11 +160,19 @@ class Layout:
         return self.size // self.sub
 
 
-def _moments(D, w, s0, y):
-    """Weighted sums of one sub-block: s0, sum w d, sum w d^2, sum w e^d, sum w e^2d, cross sum w d d'."""
-    wD = D * w
-    return {"s0": s0, "s1d": jnp.sum(wD, axis=1), "s2d": jnp.sum(wD * D, axis=1), "s1y": jnp.sum(y * w, axis=1),
-            "s2y": jnp.sum(y * y * w, axis=1), "cross": jnp.dot(wD, D.T, precision=jax.lax.Precision.HIGHEST)}
+def _moments(D, y, w, s0):
+    """Sums over one sub-block (rows of D: centred logs, masked to 0 where a draw is not valid; y = e^D,
+    masked the same): s0, sum w d, sum w d^2, sum w e^d, sum w e^2d, and the cross sums sum w d d'.
+    ``w=None``: every valid draw has weight 1 (the prior)."""
+    hi = jax.lax.Precision.HIGHEST
+    if w is None:
+        cross = jnp.dot(D, D.T, precision=hi)
+        return {"s0": s0, "s1d": jnp.sum(D, axis=1), "s2d": jnp.diagonal(cross), "s1y": jnp.sum(y, axis=1),
+                "s2y": jnp.sum(y * y, axis=1), "cross": cross}
+    wD, wy = D * w[None, :], y * w[None, :]
+    cross = jnp.dot(wD, D.T, precision=hi)
+    return {"s0": s0, "s1d": jnp.sum(wD, axis=1), "s2d": jnp.diagonal(cross), "s1y": jnp.sum(wy, axis=1),
+            "s2y": jnp.sum(wy * y, axis=1), "cross": cross}
 
 
 def _hist_index(D, lo, inv, nbins):
@@ -169,15 +195,15 @@ def _top(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     return v, gi[j // GROUP] * GROUP + j % GROUP
 
 
-def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_valid, lay: Layout):
+def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, pilot, block, n_valid, lay: Layout):
     """Reduce one block of draws to fixed-size sums (on the device, under jit)."""
     sub, q, nb = lay.sub, len(lay.rows), lay.nbins
-    ikeys = _input_keys(key, model, block)
-    names = tuple(ikeys)
-    kk = [_words(k) for k in ikeys.values()]
-    if lik is not None:  # the reservoir's Gumbel noise: one more stream, keyed like an input
-        kk.append(_words(jax.random.fold_in(jax.random.fold_in(key, _GUMBEL_ID), block)))
-    K = jnp.stack(kk)[:, :, None] if kk else None  # [streams, 4 words, 1]: one Threefry graph for all
+    names = tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const")
+    ids = [stable_id(n) for n in names] + ([_GUMBEL_ID] if lik is not None else [])
+    K = None
+    if ids:  # every stream's key words at once (vmapped: one Threefry graph, not one per stream)
+        words = jax.vmap(lambda i: _words(jax.random.fold_in(jax.random.fold_in(key, i), block)))
+        K = words(jnp.asarray(ids, jnp.uint32))[:, :, None]  # [streams, 4 words, 1]
     f32 = jnp.float32
     zq = jnp.zeros((q,), f32)
     mom0 = {"s0": jnp.zeros((), f32), "s1d": zq, "s2d": zq, "s1y": zq, "s2y": zq, "cross": jnp.zeros((q, q), f32)}
@@ -195,29 +221,39 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
                    rD=jnp.zeros((lay.nsub, q, lay.kres), f32))
 
     def body(s, acc):
-        # The barrier materialises z once: XLA would otherwise re-run the generator inside each consumer.
+        # Barriers materialise the generator's words, the inputs' deviations and D once each: XLA would
+        # otherwise re-run the generator (or the table lookups) inside every consumer.
         if K is not None:
             idx = (s * sub).astype(jnp.uint32) + jax.lax.iota(jnp.uint32, sub)
             W = _rng.threefry2x32((idx[None, :], K[:, 2]), (K[:, 0], K[:, 1]))[0]  # = _rng.bits(key_i)[s*sub:]
-            Z = _rng.normal_from_bits(W[: len(names)])
-        z = jax.lax.optimization_barrier(copula.apply(model, {n: Z[i] for i, n in enumerate(names)}))
-        v = evaluate(model, z)
-        D = jax.lax.optimization_barrier(jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lay.rows]))
+            W = jax.lax.optimization_barrier(W)
+            Z = jax.lax.optimization_barrier(_rng.normal_from_bits(W[: len(names)]))
+        z = copula.apply(model, {n: Z[i] for i, n in enumerate(names)})
+        d = {}
+        for name, smp in zip(model.inputs, model.samplers):  # model.evaluate, with a barrier between its halves
+            d[name] = smp(z[name]) if name in z else jnp.broadcast_to(smp.a, ())
+        d = jax.lax.optimization_barrier(d)
+        v = {**d, **outputs(model, d)}
         valid = (s * sub + jnp.arange(sub, dtype=jnp.int32)) < n_valid
         w0 = valid.astype(f32)
-        y = jnp.exp(D)
+        D = jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lay.rows])
+        D = jax.lax.optimization_barrier(jnp.where(valid[None, :], D, 0.0))  # invalid draws: 0, weight 0
+        y = jnp.where(valid[None, :], jnp.exp(D), 0.0)
         idx = _hist_index(D, lo, inv, nb)
         new = dict(acc)
-        pm = _moments(D, w0[None, :], jnp.sum(w0), y)
+        pm = _moments(D, y, None, jnp.clip(n_valid - s * sub, 0, sub).astype(f32))
         new["prior"] = {k: acc["prior"][k] + pm[k] for k in pm}
         if hs:
             pidx = (idx[np.asarray(lay.sampled)] - (np.asarray(lay.sampled) - np.arange(hs))[:, None] * (nb + 2))
             new["prior"]["hist"] = acc["prior"]["hist"].at[pidx.reshape(-1)].add(
                 jnp.broadcast_to(w0, (hs, sub)).reshape(-1), mode="promise_in_bounds")
-        new["min"] = jnp.minimum(acc["min"], jnp.min(jnp.where(valid, D, jnp.inf), axis=1))
-        new["max"] = jnp.maximum(acc["max"], jnp.max(jnp.where(valid, D, -jnp.inf), axis=1))
+        # the pilot's ranges and the first draws: only where needed (a branch, not a pass over D each time)
+        new["min"], new["max"] = jax.lax.cond(
+            pilot, lambda: (jnp.minimum(acc["min"], jnp.min(jnp.where(valid, D, jnp.inf), axis=1)),
+                            jnp.maximum(acc["max"], jnp.max(jnp.where(valid, D, -jnp.inf), axis=1))),
+            lambda: (acc["min"], acc["max"]))
         if lay.keep:
-            new["first"] = jnp.where(s == 0, D[:, : lay.keep], acc["first"])
+            new["first"] = jax.lax.cond(s == 0, lambda: D[:, : lay.keep], lambda: acc["first"])
         if lik is None:
             return new
         od = jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lik.names])
@@ -229,7 +265,7 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
         ok = jnp.isfinite(m)
         scale = jnp.where(ok, jnp.exp(acc["m"] - jnp.where(ok, m, 0.0)), 0.0)  # earlier sums to the new maximum
         w = jnp.exp(ll - jnp.where(ok, m, 0.0))
-        qm = _moments(D, w[None, :], jnp.sum(w), y)
+        qm = _moments(D, y, w, jnp.sum(w))
         post = {k: acc["post"][k] * scale + qm[k] for k in qm}
         post["s0w2"] = acc["post"]["s0w2"] * (scale * scale) + jnp.sum(w * w)
         post["hist"] = (acc["post"]["hist"] * scale).at[idx.reshape(-1)].add(jnp.broadcast_to(w, (q, sub)).reshape(-1),
@@ -253,16 +289,23 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
     return acc
 
 
+def _mesh():
+    """A 1-D mesh over every device of every process (blocks are sharded along it)."""
+    from jax.sharding import Mesh
+
+    return Mesh(np.array(jax.devices()), ("blocks",))
+
+
 def _make_call(lay: Layout, ndev: int):
-    def local(key, model, lik, lo, inv, below, blocks, n_valid):
-        return jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, a[0], a[1], lay), (blocks, n_valid))
+    def local(key, model, lik, lo, inv, below, pilot, blocks, n_valid):
+        return jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, pilot, a[0], a[1], lay),
+                           (blocks, n_valid))
 
     if ndev == 1:
         return jax.jit(local)
-    from jax.sharding import Mesh, PartitionSpec as P
+    from jax.sharding import PartitionSpec as P
 
-    mesh = Mesh(np.array(jax.devices()), ("blocks",))
-    sharded = jax.shard_map(local, mesh=mesh, in_specs=(P(),) * 6 + (P("blocks"), P("blocks")),
+    sharded = jax.shard_map(local, mesh=_mesh(), in_specs=(P(),) * 7 + (P("blocks"), P("blocks")),
                             out_specs=P("blocks"), check_vma=False)
     return jax.jit(sharded)
 
@@ -370,15 +413,24 @@ def _call(lay: Layout, ndev: int) -> Callable:
 
 
 def init_distributed() -> bool:
-    """``jax.distributed.initialize()`` when JAX's multi-process environment variables are set (JAX's
-    own coordinator, or a cluster JAX detects: SLURM, Open MPI, ...); call before any JAX computation."""
-    if not (os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("MCFLOPS_DISTRIBUTED")):
-        return False
-    try:
+    """Join a multi-process JAX run (JAX's own runtime) when the environment asks for one:
+    ``JAX_COORDINATOR_ADDRESS`` (with ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID``), or
+    ``MCFLOPS_DISTRIBUTED=1`` on a cluster JAX detects by itself (SLURM, Open MPI, Kubernetes).
+    Called when the engine is imported, before any JAX computation; True if it joined."""
+    from jax._src import distributed
+
+    env = os.environ
+    if distributed.global_state.client is not None:
+        return True
+    if env.get("JAX_COORDINATOR_ADDRESS"):
+        kw = {k: int(env[v]) for k, v in (("num_processes", "JAX_NUM_PROCESSES"), ("process_id", "JAX_PROCESS_ID"))
+              if v in env}
+        jax.distributed.initialize(**kw)
+        return True
+    if env.get("MCFLOPS_DISTRIBUTED") == "1":
         jax.distributed.initialize()
-    except RuntimeError:  # already initialised
-        pass
-    return True
+        return True
+    return False
 
 
 class _Merge:
@@ -462,28 +514,44 @@ def _expand(d: dict[str, np.ndarray], where: tuple[int, ...]) -> dict[str, np.nd
     return out
 
 
-def _pass(key, model, lik, n, lay, lo, inv, below, blocks_per_call, progress) -> _Merge:
+def _pass(key, model, lik, n, lay, lo, inv, below, blocks_per_call, progress, pilot=False) -> _Merge:
+    """One pass over n draws: calls of ``blocks_per_call`` blocks per device, summed in block order."""
     ndev = jax.device_count()
     fn = _call(lay, ndev)
-    per_call = max(1, blocks_per_call) * ndev
+    bpc = max(1, blocks_per_call)
+    per_call = bpc * ndev
+    # device d takes blocks start + d, start + d + ndev, ...: the last, partial call stays balanced
+    order = np.arange(per_call).reshape(bpc, ndev).T.reshape(-1)  # call position -> offset of its block
+    back = np.argsort(order)  # block offset -> call position
     nblocks = -(-n // lay.size)
     merge = _Merge(n, lay, lik is not None)
     lo32, inv32 = jnp.asarray(np.asarray(lo, np.float32)), jnp.asarray(np.asarray(inv, np.float32))
-    pending = None
-    starts = list(range(0, nblocks, per_call))
+    multi = jax.process_count() > 1
+    if multi:
+        from jax.experimental import multihost_utils
+        from jax.sharding import NamedSharding, PartitionSpec as P
+
+        sharding = NamedSharding(_mesh(), P("blocks"))
+        to_global = lambda a: jax.make_array_from_callback(a.shape, sharding, lambda i: a[i])  # noqa: E731
 
     def finish(p):
         start, nv, out = p
-        out = jax.device_get(out)
-        for j in range(int(np.sum(nv > 0))):
-            merge.add(jax.tree.map(lambda a: a[j], out), int(nv[j]))
+        out = multihost_utils.process_allgather(out, tiled=True) if multi else jax.device_get(out)
+        for k in range(per_call):
+            j = back[k]
+            if nv[j] > 0:
+                merge.add(jax.tree.map(lambda a: a[j], out), int(nv[j]))
         if progress is not None:
             progress(min(start + per_call, nblocks), nblocks)
 
-    for start in starts:
-        ids = np.arange(start, start + per_call, dtype=np.int64)
+    pending = None
+    for start in range(0, nblocks, per_call):
+        ids = start + order.astype(np.int64)
         nv = np.clip(n - ids * lay.size, 0, lay.size).astype(np.int32)
-        out = fn(key, model, lik, lo32, inv32, below, jnp.asarray(ids.astype(np.uint32)), jnp.asarray(nv))
+        args = (ids.astype(np.uint32), nv)
+        if multi:
+            args = tuple(to_global(a) for a in args)
+        out = fn(key, model, lik, lo32, inv32, below, np.bool_(pilot), *args)
         if pending is not None:  # overlap: add the previous call's sums while this one runs
             finish(pending)
         pending = (start, nv, out)
@@ -513,7 +581,7 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     lay = _layout(model, lik, n, size, sub)
     # the pilot: the same program on PILOT draws under another key; their min/max fix the ranges
     pilot = _pass(jax.random.fold_in(key, _PILOT_ID), model, lik, min(PILOT, size), lay, np.zeros(q), np.ones(q),
-                  below, blocks_per_call, None)
+                  below, blocks_per_call, None, pilot=True)
     span = np.maximum(pilot.hi - pilot.lo, 1e-6)
     lo = pilot.lo - 0.5 * span
     width = 2.0 * span / NBINS
@@ -540,3 +608,8 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
         r = merge.res
         sums.reservoir = {"key": r["key"], "ll": r["ll"], "D": r["D"][ix]}
     return sums
+
+
+# Before any JAX computation (importing the engine is the first thing a run does): every core, every host.
+_one_device_per_core()
+init_distributed()
