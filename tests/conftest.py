@@ -6,8 +6,14 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+# Property tests draw from a fixed seed (derandomized) like every other statistical test here: a CI
+# failure is reproducible, and a run never depends on a local example database.
+settings.register_profile("mcflops", derandomize=True, database=None, deadline=None, print_blob=True)
+settings.load_profile("mcflops")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -80,7 +80,7 @@ def fraction_prior(draw, lo: float = 0.05, hi: float = 0.95, kinds=("const", "ta
     p95 = draw(st.floats(p5 + 0.01, min(hi, p5 + 0.5)))
     fam = draw(st.sampled_from([f for k in kinds for f in FRACTION[k]]))
     if fam == "beta":
-        return {"beta": [p5, p95]}
+        return {"beta": [p5, min(p95, 0.995)]}  # a beta's p95 is below 1
     if fam == "beta_moments":
         m = (p5 + p95) / 2
         return {"beta": {"mean": m, "sd": min((p95 - p5) / 3.3, 0.9 * math.sqrt(m * (1 - m)))}}
@@ -96,7 +96,7 @@ def fraction_prior(draw, lo: float = 0.05, hi: float = 0.95, kinds=("const", "ta
         return {"lognormal": [p5, p95], "high": 1.0}
     if fam == "point":
         return p95
-    return {"mixture": [{"beta": [p5, p95]}, {"point": (p5 + p95) / 2}]}
+    return {"mixture": [{"beta": [p5, min(p95, 0.995)]}, {"point": (p5 + p95) / 2}]}
 
 
 ACCELERATORS = tuple(hardware.catalogue())
