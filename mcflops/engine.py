@@ -40,6 +40,7 @@ SUB = 1 << 16  # draws per keyed sub-block (idem); blocks smaller than SUB are o
 PILOT = 1 << 16  # draws that fix the histogram ranges
 NBINS = 4096  # histogram bins per quantity (+ one underflow and one overflow bin)
 KEEP = 4000  # draws kept for plots and ArviZ (prior: the first KEEP; posterior: a weighted reservoir)
+GPU_BATCH = 8  # blocks vmapped side by side on a GPU
 GROUP = 16  # the exact per-sub-block top-k first picks groups of GROUP draws by their maxima
 _PILOT_ID = 0x7FFF_FFF0
 _GUMBEL_ID = 0x7FFF_FFF1
@@ -154,6 +155,7 @@ class Layout:
     keep: int = KEEP  # prior draws kept (the first of block 0)
     ktop: int = 0  # largest log-likelihoods kept per sub-block (0: no observations)
     kres: int = 0  # largest Gumbel keys kept per sub-block
+    batch: int = 1  # blocks computed side by side (vmapped) in a call: 1 on CPU, a few on GPUs
 
     @property
     def nsub(self) -> int:
@@ -208,7 +210,8 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, pilot, blo
     zq = jnp.zeros((q,), f32)
     mom0 = {"s0": jnp.zeros((), f32), "s1d": zq, "s2d": zq, "s1y": zq, "s2y": zq, "cross": jnp.zeros((q, q), f32)}
     hs = len(lay.sampled)
-    acc = {"prior": {**mom0, "hist": jnp.zeros((hs * (nb + 2),), f32)},
+    zs = jnp.zeros((hs,), f32)  # the prior's e^d sums: sampled rows only (inputs' are known exactly)
+    acc = {"prior": {**mom0, "s1y": zs, "s2y": zs, "hist": jnp.zeros((hs * (nb + 2),), f32)},
            "min": jnp.full((q,), jnp.inf, f32), "max": jnp.full((q,), -jnp.inf, f32),
            "first": jnp.zeros((q, lay.keep), f32)}
     if lik is not None:
@@ -238,13 +241,18 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, pilot, blo
         w0 = valid.astype(f32)
         D = jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lay.rows])
         D = jax.lax.optimization_barrier(jnp.where(valid[None, :], D, 0.0))  # invalid draws: 0, weight 0
-        y = jnp.where(valid[None, :], jnp.exp(D), 0.0)
+        smp = np.asarray(lay.sampled)
+        if lik is not None:  # the posterior weighs e^d of every row
+            y = jnp.where(valid[None, :], jnp.exp(D), 0.0)
+            ys = y[smp]
+        else:
+            ys = jnp.where(valid[None, :], jnp.exp(D[smp]), 0.0)
         idx = _hist_index(D, lo, inv, nb)
         new = dict(acc)
-        pm = _moments(D, y, None, jnp.clip(n_valid - s * sub, 0, sub).astype(f32))
+        pm = _moments(D, ys, None, jnp.clip(n_valid - s * sub, 0, sub).astype(f32))
         new["prior"] = {k: acc["prior"][k] + pm[k] for k in pm}
         if hs:
-            pidx = (idx[np.asarray(lay.sampled)] - (np.asarray(lay.sampled) - np.arange(hs))[:, None] * (nb + 2))
+            pidx = idx[smp] - (smp - np.arange(hs))[:, None] * (nb + 2)
             new["prior"]["hist"] = acc["prior"]["hist"].at[pidx.reshape(-1)].add(
                 jnp.broadcast_to(w0, (hs, sub)).reshape(-1), mode="promise_in_bounds")
         # the pilot's ranges and the first draws: only where needed (a branch, not a pass over D each time)
@@ -299,7 +307,7 @@ def _mesh():
 def _make_call(lay: Layout, ndev: int):
     def local(key, model, lik, lo, inv, below, pilot, blocks, n_valid):
         return jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, pilot, a[0], a[1], lay),
-                           (blocks, n_valid))
+                           (blocks, n_valid), batch_size=lay.batch if lay.batch > 1 else None)
 
     if ndev == 1:
         return jax.jit(local)
@@ -382,6 +390,27 @@ def bin_probabilities(sampler, lo: float, width: float, nbins: int) -> np.ndarra
     return np.diff(np.concatenate([[0.0], cdf, [1.0]]))
 
 
+def exp_moments(sampler) -> np.ndarray:
+    """Exact (E[e^d], E[e^2d]) of an input's centred log d = sampler(z), z ~ N(0, 1). Affine d = a + b z:
+    E[e^{kd}] = exp(k a + k^2 b^2 / 2). Table (d linear in z on each cell [z0, z1], d = a + b z there):
+    the sum over cells of exp(k a + k^2 b^2 / 2) (Phi(z1 - k b) - Phi(z0 - k b)) (completing the square),
+    with the constant end values beyond the grid."""
+    from scipy.special import ndtr
+
+    k = np.array([1.0, 2.0])[:, None]
+    if sampler.kind == "affine":
+        a, b = float(sampler.a), float(sampler.b)
+        return np.exp(k[:, 0] * a + 0.5 * (k[:, 0] * b) ** 2)
+    from .distributions import z_grid
+
+    tab, zg = np.asarray(sampler.table, np.float64), z_grid()
+    b = np.diff(tab) / np.diff(zg)
+    a = tab[:-1] - b * zg[:-1]
+    cells = np.exp(k * a + 0.5 * (k * b) ** 2) * (ndtr(zg[1:] - k * b) - ndtr(zg[:-1] - k * b))
+    ends = np.exp(k * tab[0]) * ndtr(zg[0]) + np.exp(k * tab[-1]) * ndtr(-zg[-1])
+    return cells.sum(axis=1) + ends[:, 0]
+
+
 def _per_sub(expected: float, sub: int) -> int:
     """Static top-k size per sub-block: the expected count plus a wide margin, a power of two."""
     k = expected + 6.0 * math.sqrt(expected) + 16.0
@@ -402,7 +431,9 @@ def _layout(model: Model, lik, n: int, size: int, sub: int, widen: int = 1) -> L
         ktop = sub if not widen else _per_sub(widen * (psis_tail(n) + 1) * frac, sub)
         kres = sub if not widen else _per_sub(widen * min(KEEP, n) * frac, sub)
     sampled = tuple(i for i, r in enumerate(rows) if r not in model.inputs)
-    return Layout(size=size, sub=sub, rows=rows, sampled=sampled, keep=min(KEEP, sub), ktop=ktop, kres=kres)
+    batch = 1 if jax.devices()[0].platform == "cpu" else GPU_BATCH
+    return Layout(size=size, sub=sub, rows=rows, sampled=sampled, keep=min(KEEP, sub), ktop=ktop, kres=kres,
+                  batch=batch)
 
 
 def _call(lay: Layout, ndev: int) -> Callable:
@@ -518,7 +549,7 @@ def _pass(key, model, lik, n, lay, lo, inv, below, blocks_per_call, progress, pi
     """One pass over n draws: calls of ``blocks_per_call`` blocks per device, summed in block order."""
     ndev = jax.device_count()
     fn = _call(lay, ndev)
-    bpc = max(1, blocks_per_call)
+    bpc = -(-max(1, blocks_per_call) // lay.batch) * lay.batch  # whole batches only (no remainder program)
     per_call = bpc * ndev
     # device d takes blocks start + d, start + d + ndev, ...: the last, partial call stays balanced
     order = np.arange(per_call).reshape(bpc, ndev).T.reshape(-1)  # call position -> offset of its block
@@ -570,11 +601,14 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     """
     if n < 1:
         raise ValueError(f"expected at least one draw, got n={n}")
-    sub = min(sub or SUB, size)
+    gpu = jax.devices()[0].platform != "cpu"
+    # CPU: sub-blocks that stay in cache, one block at a time. GPU: whole blocks, several side by side
+    # (kernels of 2^20 x batch elements); batch is fixed so that sums do not depend on the call size.
+    sub = min(sub or (size if gpu else SUB), size)
     if size % sub:
         raise ValueError(f"block size {size} is not a multiple of the sub-block size {sub}")
     if blocks_per_call is None:
-        blocks_per_call = 4 if jax.devices()[0].platform == "cpu" else 32
+        blocks_per_call = 32 if gpu else 4
     rows, where = distinct_rows(model)
     q = len(rows)
     below = lik.target if lik is not None else None
@@ -596,6 +630,14 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
         hist[r] = merge.prior["hist"][lay.sampled.index(r)] if r in lay.sampled else \
             n * bin_probabilities(model.sampler(name), lo[r], width[r], NBINS)
     merge.prior["hist"] = hist
+    ey = np.zeros((2, q))
+    for r, name in enumerate(rows):  # inputs: n times the exact E[e^d] and E[e^2d]
+        if r in lay.sampled:
+            j = lay.sampled.index(r)
+            ey[:, r] = merge.prior["s1y"][j], merge.prior["s2y"][j]
+        else:
+            ey[:, r] = n * exp_moments(model.sampler(name))
+    merge.prior["s1y"], merge.prior["s2y"] = ey
     ix = np.asarray(where)
     sums = Sums(n=n, names=model.names, lo=lo[ix], width=width[ix], prior=_expand(merge.prior, where),
                 first=merge.first[ix][:, : min(KEEP, n)], blocks=-(-n // size))
