@@ -29,21 +29,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from .errors import SpecError
+from .yamlio import line_of
 
 ENTRY_KEYS = ("between", "rho", "spearman", "source")
-
-
-def line_of(node: Any, key: Any = None) -> int | None:
-    """The 1-based line of ``node[key]`` (or of ``node``) in a ruamel-loaded file, else None."""
-    lc = getattr(node, "lc", None)
-    if lc is None:
-        return None
-    try:
-        if key is None:
-            return lc.line + 1
-        return (lc.item(key) if isinstance(key, int) else lc.key(key))[0] + 1
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return lc.line + 1 if getattr(lc, "line", None) is not None else None
 
 
 def error_at(spec, message: str, node: Any = None, key: Any = None, field: str | None = None) -> SpecError:

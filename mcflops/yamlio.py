@@ -12,6 +12,19 @@ from .errors import kind as _kind
 from .numbers import parse_number
 
 
+def line_of(node: Any, key: Any = None) -> int | None:
+    """The 1-based line of ``node[key]`` (or of ``node``) in a ruamel-loaded file, else None."""
+    lc = getattr(node, "lc", None)
+    if lc is None:
+        return None
+    try:
+        if key is None:
+            return lc.line + 1
+        return (lc.item(key) if isinstance(key, int) else lc.key(key))[0] + 1
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return lc.line + 1 if getattr(lc, "line", None) is not None else None
+
+
 class _Ctx:
     """Where we are in the file, so that every message can name the line."""
 
@@ -19,15 +32,7 @@ class _Ctx:
         self.path = path
 
     def line(self, node: Any, key: Any = None) -> int | None:
-        lc = getattr(node, "lc", None)
-        if lc is None:
-            return None
-        try:
-            if key is None:
-                return lc.line + 1
-            return (lc.item(key) if isinstance(key, int) else lc.key(key))[0] + 1
-        except (KeyError, IndexError, TypeError, AttributeError):
-            return lc.line + 1 if getattr(lc, "line", None) is not None else None
+        return line_of(node, key)
 
     def error(self, message: str, node: Any = None, key: Any = None, field: str | None = None) -> SpecError:
         return SpecError(message, path=self.path, line=self.line(node, key) if node is not None else None,
