@@ -162,17 +162,14 @@ class Layout:
         return self.size // self.sub
 
 
-def _moments(D, y, w, s0):
+def _moments(D, y, w, s0, cross):
     """Sums over one sub-block (rows of D: centred logs, masked to 0 where a draw is not valid; y = e^D,
-    masked the same): s0, sum w d, sum w d^2, sum w e^d, sum w e^2d, and the cross sums sum w d d'.
-    ``w=None``: every valid draw has weight 1 (the prior)."""
-    hi = jax.lax.Precision.HIGHEST
+    masked the same): s0, sum w d, sum w d^2, sum w e^d, sum w e^2d, and the cross sums sum w d d'
+    (``cross``, computed by the caller). ``w=None``: every valid draw has weight 1 (the prior)."""
     if w is None:
-        cross = jnp.dot(D, D.T, precision=hi)
         return {"s0": s0, "s1d": jnp.sum(D, axis=1), "s2d": jnp.diagonal(cross), "s1y": jnp.sum(y, axis=1),
                 "s2y": jnp.sum(y * y, axis=1), "cross": cross}
     wD, wy = D * w[None, :], y * w[None, :]
-    cross = jnp.dot(wD, D.T, precision=hi)
     return {"s0": s0, "s1d": jnp.sum(wD, axis=1), "s2d": jnp.diagonal(cross), "s1y": jnp.sum(wy, axis=1),
             "s2y": jnp.sum(wy * y, axis=1), "cross": cross}
 
@@ -249,12 +246,21 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, pilot, blo
             ys = jnp.where(valid[None, :], jnp.exp(D[smp]), 0.0)
         idx = _hist_index(D, lo, inv, nb)
         new = dict(acc)
-        pm = _moments(D, ys, None, jnp.clip(n_valid - s * sub, 0, sub).astype(f32))
+        hi = jax.lax.Precision.HIGHEST
+        if lik is not None:  # the posterior's weights first: one product gives both cross-sum matrices
+            ll = jnp.where(valid, log_likelihood(lik, v), -jnp.inf)
+            m = jnp.maximum(acc["m"], jnp.max(ll))
+            ok = jnp.isfinite(m)
+            w = jnp.exp(ll - jnp.where(ok, m, 0.0))
+            cross = jnp.dot(jnp.concatenate([D, D * w[None, :]]), D.T, precision=hi)
+        else:
+            cross = jnp.dot(D, D.T, precision=hi)
+        pm = _moments(D, ys, None, jnp.clip(n_valid - s * sub, 0, sub).astype(f32), cross[:q])
         new["prior"] = {k: acc["prior"][k] + pm[k] for k in pm}
-        if hs:
-            pidx = idx[smp] - (smp - np.arange(hs))[:, None] * (nb + 2)
-            new["prior"]["hist"] = acc["prior"]["hist"].at[pidx.reshape(-1)].add(
-                jnp.broadcast_to(w0, (hs, sub)).reshape(-1), mode="promise_in_bounds")
+        ph = acc["prior"]["hist"]
+        for j, r in enumerate(lay.sampled):  # one scatter per row (row r's bins moved to slot j)
+            ph = ph.at[idx[r] - (r - j) * (nb + 2)].add(w0, mode="promise_in_bounds")
+        new["prior"]["hist"] = ph
         # the pilot's ranges and the first draws: only where needed (a branch, not a pass over D each time)
         new["min"], new["max"] = jax.lax.cond(
             pilot, lambda: (jnp.minimum(acc["min"], jnp.min(jnp.where(valid, D, jnp.inf), axis=1)),
@@ -268,16 +274,14 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, pilot, blo
         new["below"] = acc["below"] + jnp.sum(jnp.where(od < below[:, None], w0, 0.0), axis=1)
         new["inside"] = acc["inside"] + jnp.sum(jnp.where((od >= lik.low[:, None]) & (od <= lik.high[:, None]),
                                                           w0, 0.0), axis=1)
-        ll = jnp.where(valid, log_likelihood(lik, v), -jnp.inf)
-        m = jnp.maximum(acc["m"], jnp.max(ll))
-        ok = jnp.isfinite(m)
         scale = jnp.where(ok, jnp.exp(acc["m"] - jnp.where(ok, m, 0.0)), 0.0)  # earlier sums to the new maximum
-        w = jnp.exp(ll - jnp.where(ok, m, 0.0))
-        qm = _moments(D, y, w, jnp.sum(w))
+        qm = _moments(D, y, w, jnp.sum(w), cross[q:])
         post = {k: acc["post"][k] * scale + qm[k] for k in qm}
         post["s0w2"] = acc["post"]["s0w2"] * (scale * scale) + jnp.sum(w * w)
-        post["hist"] = (acc["post"]["hist"] * scale).at[idx.reshape(-1)].add(jnp.broadcast_to(w, (q, sub)).reshape(-1),
-                                                                  mode="promise_in_bounds")
+        ph = acc["post"]["hist"] * scale
+        for r in range(q):  # one scatter per row: the weights need no q-fold copy
+            ph = ph.at[idx[r]].add(w, mode="promise_in_bounds")
+        post["hist"] = ph
         new["post"], new["m"] = post, m
         new["top"] = jax.lax.dynamic_update_index_in_dim(acc["top"], _top(ll, lay.ktop)[0], s, 0)
         # Gumbel-top-k: the largest ll + Gumbel noise are a weighted sample without replacement
@@ -395,7 +399,7 @@ def exp_moments(sampler) -> np.ndarray:
     E[e^{kd}] = exp(k a + k^2 b^2 / 2). Table (d linear in z on each cell [z0, z1], d = a + b z there):
     the sum over cells of exp(k a + k^2 b^2 / 2) (Phi(z1 - k b) - Phi(z0 - k b)) (completing the square),
     with the constant end values beyond the grid."""
-    from scipy.special import ndtr
+    from scipy.special import log_ndtr
 
     k = np.array([1.0, 2.0])[:, None]
     if sampler.kind == "affine":
@@ -406,8 +410,14 @@ def exp_moments(sampler) -> np.ndarray:
     tab, zg = np.asarray(sampler.table, np.float64), z_grid()
     b = np.diff(tab) / np.diff(zg)
     a = tab[:-1] - b * zg[:-1]
-    cells = np.exp(k * a + 0.5 * (k * b) ** 2) * (ndtr(zg[1:] - k * b) - ndtr(zg[:-1] - k * b))
-    ends = np.exp(k * tab[0]) * ndtr(zg[0]) + np.exp(k * tab[-1]) * ndtr(-zg[-1])
+    lo, hi = zg[:-1] - k * b, zg[1:] - k * b
+    # log(Phi(hi) - Phi(lo)) on the side where it does not cancel (mirror cells that lie above 0)
+    up = lo > 0
+    l1, l0 = np.where(up, -lo, hi), np.where(up, -hi, lo)
+    with np.errstate(divide="ignore"):
+        logp = log_ndtr(l1) + np.log1p(-np.exp(np.minimum(log_ndtr(l0) - log_ndtr(l1), 0.0)))
+    cells = np.exp(k * a + 0.5 * (k * b) ** 2 + logp)
+    ends = np.exp(k * tab[0] + log_ndtr(zg[0])) + np.exp(k * tab[-1] + log_ndtr(-zg[-1]))
     return cells.sum(axis=1) + ends[:, 0]
 
 
