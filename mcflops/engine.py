@@ -1,22 +1,24 @@
 """The block-reduction engine: draw blocks of samples on the JAX devices, reduce each block, sum blocks.
 
-Keying. A block is ``size`` draws (``BLOCK`` = 2^20 by default) cut into sub-blocks of ``SUB`` draws;
-input ``x`` of sub-block ``s`` of block ``b`` draws ``normals(fold_in(fold_in(fold_in(key, crc32(x)),
-b), s))``. A result is therefore a function of the seed and the sample count only: not of how many
-blocks one call handles, nor of how many devices share them (``draw_z`` gives the same draws).
+Keying. Input ``x`` in block ``b`` draws ``normals(fold_in(fold_in(key, crc32(x)), b), (size,))``
+(``_rng``: element i from counter i, so any slice can be made on its own; blocks are ``BLOCK`` =
+2^20 draws). A result is therefore a function of the seed and the sample count only: not of how
+many blocks one call handles, nor of how many devices share them (``draw_z`` gives the same draws).
 
-One compiled program per structure does everything for a call: a loop over the call's blocks, and
-in each block a loop over its sub-blocks (intermediates stay in cache, and only the sub-blocks that
-hold draws run). Each sub-block adds into fixed-size sums: moments, log-space histograms, prior
-draws' min/max, and with observations the importance-weighted sums (weights relative to a running
-maximum, rescaled when it grows, as in an online softmax), the largest log-likelihoods (PSIS tail)
-and the largest Gumbel keys (a weighted reservoir). Quantities that are equal draw for draw (e.g.
-``wall_days`` and ``gpu_hours`` in centred logs) are reduced once. The pilot that fixes the
-histogram ranges is one more call of the same program.
+One compiled program per structure does everything: a loop over the call's blocks and, in each
+block, over sub-blocks of ``SUB`` draws (intermediates stay in cache; only sub-blocks that hold
+draws run). Each sub-block adds into fixed-size sums: moments, log-space histograms of the outputs,
+and with observations the importance-weighted sums (weights relative to a running maximum, rescaled
+when it grows, as in an online softmax), the largest log-likelihoods (PSIS tail) and the largest
+Gumbel keys (a weighted reservoir), both by an exact top-k per sub-block. Inputs' prior histograms
+and E[e^d] are exact (from their z -> d maps), not sampled. Quantities equal draw for draw (e.g.
+``wall_days`` and ``gpu_hours`` in centred logs) are reduced once. Histogram ranges bound every
+draw the engine can make (|z| <= ZBOUND), so no pilot pass is needed.
 
-Blocks are sharded across all devices (a 1-D mesh over ``jax.devices()``); each block's sums come
-back to the host, which adds them in block order in float64: memory stays flat as samples grow, and
-the sums are bit-for-bit the same however the blocks were scheduled.
+Blocks are sharded across all devices (a 1-D mesh over ``jax.devices()``; on a CPU one device per
+core; across hosts with ``jax.distributed``); each block's sums come back to the host, which adds
+them in block order in float64: memory stays flat as samples grow, and the sums are bit-for-bit the
+same however the blocks were scheduled.
 """
 
 from __future__ import annotations
@@ -37,12 +39,11 @@ from .spec import Spec
 
 BLOCK = 1 << 20  # draws per keyed block (part of the algorithm: changing it changes the draws)
 SUB = 1 << 16  # draws per keyed sub-block (idem); blocks smaller than SUB are one sub-block
-PILOT = 1 << 16  # draws that fix the histogram ranges
+ZBOUND = 6.4  # no standard normal the engine draws exceeds this (_rng: largest |z| is 6.34)
 NBINS = 4096  # histogram bins per quantity (+ one underflow and one overflow bin)
 KEEP = 4000  # draws kept for plots and ArviZ (prior: the first KEEP; posterior: a weighted reservoir)
 GPU_BATCH = 8  # blocks vmapped side by side on a GPU
 GROUP = 16  # the exact per-sub-block top-k first picks groups of GROUP draws by their maxima
-_PILOT_ID = 0x7FFF_FFF0
 _GUMBEL_ID = 0x7FFF_FFF1
 
 
@@ -194,7 +195,7 @@ def _top(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     return v, gi[j // GROUP] * GROUP + j % GROUP
 
 
-def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, pilot, block, n_valid, lay: Layout):
+def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_valid, lay: Layout):
     """Reduce one block of draws to fixed-size sums (on the device, under jit)."""
     sub, q, nb = lay.sub, len(lay.rows), lay.nbins
     names = tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const")
@@ -209,7 +210,6 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, pilot, blo
     hs = len(lay.sampled)
     zs = jnp.zeros((hs,), f32)  # the prior's e^d sums: sampled rows only (inputs' are known exactly)
     acc = {"prior": {**mom0, "s1y": zs, "s2y": zs, "hist": jnp.zeros((hs * (nb + 2),), f32)},
-           "min": jnp.full((q,), jnp.inf, f32), "max": jnp.full((q,), -jnp.inf, f32),
            "first": jnp.zeros((q, lay.keep), f32)}
     if lik is not None:
         no = len(lik.names)
@@ -261,11 +261,7 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, pilot, blo
         for j, r in enumerate(lay.sampled):  # one scatter per row (row r's bins moved to slot j)
             ph = ph.at[idx[r] - (r - j) * (nb + 2)].add(w0, mode="promise_in_bounds")
         new["prior"]["hist"] = ph
-        # the pilot's ranges and the first draws: only where needed (a branch, not a pass over D each time)
-        new["min"], new["max"] = jax.lax.cond(
-            pilot, lambda: (jnp.minimum(acc["min"], jnp.min(jnp.where(valid, D, jnp.inf), axis=1)),
-                            jnp.maximum(acc["max"], jnp.max(jnp.where(valid, D, -jnp.inf), axis=1))),
-            lambda: (acc["min"], acc["max"]))
+        # the first draws: a branch, not a pass over D every time
         if lay.keep:
             new["first"] = jax.lax.cond(s == 0, lambda: D[:, : lay.keep], lambda: acc["first"])
         if lik is None:
@@ -309,15 +305,15 @@ def _mesh():
 
 
 def _make_call(lay: Layout, ndev: int):
-    def local(key, model, lik, lo, inv, below, pilot, blocks, n_valid):
-        return jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, pilot, a[0], a[1], lay),
+    def local(key, model, lik, lo, inv, below, blocks, n_valid):
+        return jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, a[0], a[1], lay),
                            (blocks, n_valid), batch_size=lay.batch if lay.batch > 1 else None)
 
     if ndev == 1:
         return jax.jit(local)
     from jax.sharding import PartitionSpec as P
 
-    sharded = jax.shard_map(local, mesh=_mesh(), in_specs=(P(),) * 7 + (P("blocks"), P("blocks")),
+    sharded = jax.shard_map(local, mesh=_mesh(), in_specs=(P(),) * 6 + (P("blocks"), P("blocks")),
                             out_specs=P("blocks"), check_vma=False)
     return jax.jit(sharded)
 
@@ -371,6 +367,35 @@ def distinct_rows(model: Model) -> tuple[tuple[str, ...], tuple[int, ...]]:
             rows.append(name)
             where.append(len(rows) - 1)
     return tuple(rows), tuple(where)
+
+
+def ranges(model: Model, rows: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The range of every row over all draws the engine can make (the histograms' span): an input's
+    d = sampler(z) is non-decreasing in z, and |z| <= ZBOUND (times the row sums of |L| for inputs in
+    a copula, z_corr = L z); outputs are monotone in each input (signed sums, and the PaLM term
+    log(a e^dN + 1 - a)), so their extremes are at corners of the inputs' box."""
+    L = getattr(model, "copula", None)
+    zmax = {}
+    if L is not None:
+        rs = np.abs(np.asarray(L.chol, np.float64)).sum(axis=1)
+        zmax = {n: ZBOUND * float(r) for n, r in zip(L.names, rs)}
+    box = {}
+    for name, smp in zip(model.inputs, model.samplers):
+        if smp.kind == "const":
+            box[name] = (0.0, 0.0)
+        else:
+            zb = zmax.get(name, ZBOUND)
+            ends = np.asarray(smp(jnp.asarray([-zb, zb], jnp.float32)), np.float64)
+            box[name] = (float(ends[0]), float(ends[1]))
+    names = [n for n in model.inputs if box[n][0] != box[n][1]]
+    corners = np.array(np.meshgrid(*[[0, 1]] * len(names), indexing="ij")).reshape(len(names), -1)
+    d = {n: np.full(corners.shape[1], box[n][0]) for n in model.inputs}
+    for i, n in enumerate(names):
+        d[n] = np.where(corners[i] == 1, box[n][1], box[n][0])
+    v = {**d, **{k: np.asarray(x, np.float64) for k, x in outputs(model, d).items()}}
+    lo = np.array([float(np.min(v[r])) for r in rows])
+    hi = np.array([float(np.max(v[r])) for r in rows])
+    return lo, hi
 
 
 def bin_probabilities(sampler, lo: float, width: float, nbins: int) -> np.ndarray:
@@ -483,8 +508,6 @@ class _Merge:
         self.post: dict | None = None
         self.log_max = -np.inf
         self.below = self.inside = None
-        self.lo = np.full(len(lay.rows), np.inf)
-        self.hi = np.full(len(lay.rows), -np.inf)
         self.first = None
         self.m_top = psis_tail(n) + 1
         self.top = np.empty(0)
@@ -494,7 +517,6 @@ class _Merge:
     def add(self, blk: dict, n_valid: int) -> None:
         prior = {k: np.asarray(v, np.float64) for k, v in blk["prior"].items()}
         self.prior = prior if self.prior is None else {k: self.prior[k] + prior[k] for k in prior}
-        self.lo, self.hi = np.minimum(self.lo, blk["min"]), np.maximum(self.hi, blk["max"])
         if self.first is None:
             self.first = np.asarray(blk["first"], np.float64)
         if not self.posterior:
@@ -555,7 +577,7 @@ def _expand(d: dict[str, np.ndarray], where: tuple[int, ...]) -> dict[str, np.nd
     return out
 
 
-def _pass(key, model, lik, n, lay, lo, inv, below, blocks_per_call, progress, pilot=False) -> _Merge:
+def _pass(key, model, lik, n, lay, lo, inv, below, blocks_per_call, progress) -> _Merge:
     """One pass over n draws: calls of ``blocks_per_call`` blocks per device, summed in block order."""
     ndev = jax.device_count()
     fn = _call(lay, ndev)
@@ -592,7 +614,7 @@ def _pass(key, model, lik, n, lay, lo, inv, below, blocks_per_call, progress, pi
         args = (ids.astype(np.uint32), nv)
         if multi:
             args = tuple(to_global(a) for a in args)
-        out = fn(key, model, lik, lo32, inv32, below, np.bool_(pilot), *args)
+        out = fn(key, model, lik, lo32, inv32, below, *args)
         if pending is not None:  # overlap: add the previous call's sums while this one runs
             finish(pending)
         pending = (start, nv, out)
@@ -623,12 +645,10 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     q = len(rows)
     below = lik.target if lik is not None else None
     lay = _layout(model, lik, n, size, sub)
-    # the pilot: the same program on PILOT draws under another key; their min/max fix the ranges
-    pilot = _pass(jax.random.fold_in(key, _PILOT_ID), model, lik, min(PILOT, size), lay, np.zeros(q), np.ones(q),
-                  below, blocks_per_call, None, pilot=True)
-    span = np.maximum(pilot.hi - pilot.lo, 1e-6)
-    lo = pilot.lo - 0.5 * span
-    width = 2.0 * span / NBINS
+    lo, hi = ranges(model, rows)
+    span = np.maximum(hi - lo, 1e-6)
+    lo = lo - 0.01 * span  # a margin for float32 rounding
+    width = 1.02 * span / NBINS
     for widen in (1, 8, 64, 0):  # the per-sub-block top-k sizes are a guess; widen them if one was cut short
         if widen != 1:
             lay = _layout(model, lik, n, size, sub, widen)
