@@ -84,7 +84,8 @@ def engine_prior(n: int, observe: bool = False):
 def engine_sums(n: int, posterior: bool):
     import jax
 
-    from mcflops import engine, load_spec, model as model_mod
+    from mcflops import engine, load_spec
+    from mcflops import model as model_mod
 
     spec = load_spec({**SPEC, "observe": OBSERVE})
     m = model_mod.build_model(spec)
@@ -96,7 +97,8 @@ def quantile_accuracy(n: int) -> dict:
     """Engine quantiles vs np.quantile of the same draws (recomputed block by block outside the engine)."""
     import jax
 
-    from mcflops import engine, load_spec, model as model_mod, summary
+    from mcflops import engine, load_spec, summary
+    from mcflops import model as model_mod
 
     spec = load_spec(SPEC)
     m = model_mod.build_model(spec)
@@ -132,7 +134,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, dt, res.prior["gpu_hou
 def peak_rss(n: int) -> dict:
     """Peak RSS (KiB on Linux) of a fresh process running the prior predictive with n draws."""
     out = subprocess.run([sys.executable, "-c", _RSS_CHILD.format(here=str(HERE), n=n)], capture_output=True,
-                         text=True, cwd=ROOT)
+                         check=False, text=True, cwd=ROOT)
     if out.returncode != 0:
         return {"error": out.stderr[-2000:]}
     kib, secs, p50 = out.stdout.split()[-3:]
@@ -152,7 +154,7 @@ def cli_startup(repeats: int) -> dict:
     try:
         for label in ["cold"] + ["warm"] * repeats:
             t = time.perf_counter()
-            r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+            r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
             dt = time.perf_counter() - t
             if r.returncode != 0:
                 out[f"{label}_error"] = r.stderr[-1000:]
@@ -170,11 +172,12 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="write the figures to this file")
     args = p.parse_args(argv)
 
-    from mcflops import engine  # noqa: F401  (first: it claims one CPU device per core before JAX starts)
-
     import jax
 
-    from mcflops import api
+    from mcflops import (
+        api,
+        engine,  # noqa: F401  (first: it claims one CPU device per core before JAX starts)
+    )
 
     dev = api.device_name()
     r: dict = {"machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus", "device": dev,

@@ -26,15 +26,15 @@ from __future__ import annotations
 import math
 import os
 import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import _rng, copula
-from .model import Model, evaluate, outputs
+from .model import Model, outputs
 from .spec import Spec
 
 BLOCK = 1 << 20  # draws per keyed block (part of the algorithm: changing it changes the draws)
@@ -124,7 +124,7 @@ def build_likelihood(spec: Spec, model: Model) -> Likelihood | None:
             t.append(math.log(o.value) - c)
             s.append(o.scale if o.noise == "lognormal" else o.value / o.scale)
             lo.append(0.0), hi.append(0.0)
-    f = lambda x: jnp.asarray(np.asarray(x, np.float32))  # noqa: E731
+    f = lambda x: jnp.asarray(np.asarray(x, np.float32))
     return Likelihood(tuple(spec.observe), tuple(o.noise for o in spec.observe.values()), f(t), f(s), f(lo), f(hi))
 
 
@@ -592,10 +592,11 @@ def _pass(key, model, lik, n, lay, lo, inv, below, blocks_per_call, progress) ->
     multi = jax.process_count() > 1
     if multi:
         from jax.experimental import multihost_utils
-        from jax.sharding import NamedSharding, PartitionSpec as P
+        from jax.sharding import NamedSharding
+        from jax.sharding import PartitionSpec as P
 
         sharding = NamedSharding(_mesh(), P("blocks"))
-        to_global = lambda a: jax.make_array_from_callback(a.shape, sharding, lambda i: a[i])  # noqa: E731
+        to_global = lambda a: jax.make_array_from_callback(a.shape, sharding, lambda i: a[i])
 
     def finish(p):
         start, nv, out = p
@@ -603,7 +604,7 @@ def _pass(key, model, lik, n, lay, lo, inv, below, blocks_per_call, progress) ->
         for k in range(per_call):
             j = back[k]
             if nv[j] > 0:
-                merge.add(jax.tree.map(lambda a: a[j], out), int(nv[j]))
+                merge.add(jax.tree.map(lambda a, j=j: a[j], out), int(nv[j]))
         if progress is not None:
             progress(min(start + per_call, nblocks), nblocks)
 
