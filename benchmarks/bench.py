@@ -20,7 +20,7 @@ printed beside them):
 * quantile accuracy: the engine's histogram quantiles against ``np.quantile`` of the very same
   1e7 draws, recomputed outside the engine (target: within 0.2% relative);
 * importance-sampling posterior (one observation) / prior pass, same draws (target <= 2);
-* ``mcflops run priors/_smoke.yaml``: cold (empty JAX compilation cache) and warm, end to end
+* ``mcflops run priors/llama405b.yaml``: cold (empty JAX compilation cache) and warm, end to end
   (targets 15 s and 8 s).
 
 Nothing here imports ArviZ or matplotlib, so it runs on a GPU machine without them.
@@ -144,10 +144,10 @@ def peak_rss(n: int) -> dict:
 
 
 def cli_startup(repeats: int) -> dict:
-    """`mcflops run priors/_smoke.yaml` end to end: cold (empty compilation cache), then warm."""
+    """`mcflops run priors/llama405b.yaml` end to end: cold (empty compilation cache), then warm."""
     exe = str(Path(sys.executable).with_name("mcflops"))
-    cmd = [exe, "run", "priors/_smoke.yaml", "--out", os.path.join(tempfile.gettempdir(), "mcflops-bench-out"),
-           "--quiet"] if os.path.exists(exe) else [sys.executable, "-m", "mcflops.cli", "run", "priors/_smoke.yaml"]
+    cmd = [exe, "run", "priors/llama405b.yaml", "--out", os.path.join(tempfile.gettempdir(), "mcflops-bench-out"),
+           "--quiet"] if os.path.exists(exe) else [sys.executable, "-m", "mcflops.cli", "run", "priors/llama405b.yaml"]
     out: dict = {"command": " ".join(["mcflops"] + cmd[1:])}
     cache = tempfile.mkdtemp(prefix="mcflops-jax-cache-")
     env = {**os.environ, "MCFLOPS_JAX_CACHE": cache}
@@ -251,7 +251,7 @@ def main(argv=None) -> int:
                  f" peak RSS {rss['peak_rss_mb']:.0f} MB (target < 1500)")
         cli = cli_startup(args.repeats)
         r["cli"] = cli
-        print(f"{'mcflops run priors/_smoke.yaml':44s} cold {cli.get('cold', float('nan')):.2f} s, "
+        print(f"{'mcflops run priors/llama405b.yaml':44s} cold {cli.get('cold', float('nan')):.2f} s, "
               f"warm {cli.get('warm', float('nan')):.2f} s   (targets 15 s, 8 s)", flush=True)
         r["sobol_2e18"] = "not measured here (sensitivity: see its own benchmark)"
     r["load_after"] = _load()
