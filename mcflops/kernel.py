@@ -1,0 +1,291 @@
+"""The engine's device side: keyed standard normals, the observations' log-likelihood, and the one
+compiled program that reduces blocks of draws to fixed-size sums.
+
+Keying. Input ``x`` in block ``b`` draws ``normals(fold_in(fold_in(key, crc32(x)), b), (size,))``
+(``_rng``: element i from counter i, so any slice can be made on its own). ``draw_z`` gives the
+draws of any block, the same as the engine's.
+
+The program (``make_call``): a loop over the call's blocks and, in each block, over sub-blocks
+(on a CPU ``SUB`` draws, so intermediates stay in cache; only sub-blocks that hold draws run). Each
+sub-block adds into fixed-size sums: moments and log-space histograms of the outputs, and with
+observations the importance-weighted sums (weights relative to a running maximum, rescaled when it
+grows, as in an online softmax), the largest log-likelihoods (PSIS tail) and the largest Gumbel keys
+(a weighted reservoir), both by an exact top-k per sub-block. Blocks are sharded over a 1-D mesh of
+every device (``shard_map``); nothing is communicated between devices.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _rng, copula
+from .model import Model, outputs
+from .spec import Spec
+
+BLOCK = 1 << 20  # draws per keyed block (part of the algorithm: changing it changes the draws)
+SUB = 1 << 16  # draws per sub-block on a CPU (a loop inside the block: intermediates stay in cache)
+NBINS = 4096  # histogram bins per quantity (+ one underflow and one overflow bin)
+KEEP = 4000  # draws kept for plots and ArviZ (prior: the first KEEP; posterior: a weighted reservoir)
+GPU_BATCH = 8  # blocks vmapped side by side on a GPU
+GROUP = 16  # the exact per-sub-block top-k first picks groups of GROUP draws by their maxima
+_GUMBEL_ID = 0x7FFF_FFF1
+
+
+def stable_id(name: str) -> int:
+    """A stable 31-bit id for an input name (CRC-32; Python's hash() is salted per process)."""
+    return zlib.crc32(name.encode()) & 0x7FFF_FFFF
+
+
+def normals(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """Standard normal draws (float32): a pure function of the key, element i from counter i
+    (``_rng.normals``: fused Threefry-2x32-20, about twice as fast as ``jax.random.normal`` on CPU)."""
+    return _rng.normals(key, shape)
+
+
+def _words(key: jax.Array) -> jax.Array:
+    """The four key words ``_rng`` derives from a key (Threefry key, counter high word)."""
+    return jax.random.bits(key, (4,), jnp.uint32)
+
+
+def _input_keys(key: jax.Array, model: Model, block) -> dict[str, jax.Array]:
+    return {name: jax.random.fold_in(jax.random.fold_in(key, stable_id(name)), block)
+            for name, s in zip(model.inputs, model.samplers) if s.kind != "const"}
+
+
+def draw_z(key: jax.Array, model: Model, block, size: int) -> dict[str, jax.Array]:
+    """Standard-normal scores of every uncertain input for the first ``size`` draws of block ``block``
+    (the draws ``run`` makes there), the copula applied."""
+    z = {name: normals(k, (size,)) for name, k in _input_keys(key, model, block).items()}
+    return copula.apply(model, z)  # correlations: a Gaussian copula on the z's (identity when none)
+
+
+# ---------------------------------------------------------------------------------------------- observations
+
+@dataclass(frozen=True)
+class Likelihood:
+    """Observations compiled for the kernel. Static: what is observed and how; leaves: the numbers."""
+
+    names: tuple[str, ...]
+    kinds: tuple[str, ...]  # lognormal | normal | between
+    target: jax.Array  # centred log of the observed value (lognormal/normal)
+    scale: jax.Array  # sigma of log (lognormal) or value/sd (normal)
+    low: jax.Array  # between: centred log bounds
+    high: jax.Array
+
+
+jax.tree_util.register_dataclass(Likelihood, data_fields=["target", "scale", "low", "high"],
+                                 meta_fields=["names", "kinds"])
+
+
+def build_likelihood(spec: Spec, model: Model) -> Likelihood | None:
+    if not spec.observe:
+        return None
+    t, s, lo, hi = [], [], [], []
+    for name, o in spec.observe.items():
+        c = model.centers[name]
+        if o.noise == "between":
+            t.append(0.0), s.append(1.0)
+            lo.append(math.log(o.low) - c if o.low > 0 else -np.inf), hi.append(math.log(o.high) - c)
+        else:
+            t.append(math.log(o.value) - c)
+            s.append(o.scale if o.noise == "lognormal" else o.value / o.scale)
+            lo.append(0.0), hi.append(0.0)
+    f = lambda x: jnp.asarray(np.asarray(x, np.float32))
+    return Likelihood(tuple(spec.observe), tuple(o.noise for o in spec.observe.values()), f(t), f(s), f(lo), f(hi))
+
+
+def log_likelihood(lik: Likelihood, v: Mapping[str, jax.Array]) -> jax.Array:
+    """Sum of the observations' log-likelihoods (up to constants) for each draw."""
+    total = 0.0
+    for i, (name, kind) in enumerate(zip(lik.names, lik.kinds)):
+        d = v[name]
+        if kind == "lognormal":  # log(observed) ~ Normal(log q, sigma)
+            total = total - 0.5 * jnp.square((d - lik.target[i]) / lik.scale[i])
+        elif kind == "normal":  # observed ~ Normal(q, sd): (q - v)/sd = (v/sd)(e^{d-t} - 1)
+            total = total - 0.5 * jnp.square(lik.scale[i] * jnp.expm1(d - lik.target[i]))
+        else:  # uniform likelihood on [low, high]
+            total = total + jnp.where((d >= lik.low[i]) & (d <= lik.high[i]), 0.0, -jnp.inf)
+    return total
+
+
+# ---------------------------------------------------------------------------------------------- the program
+
+@dataclass(frozen=True)
+class Layout:
+    """Static sizes of one engine pass (with the model's structure, what a compiled program depends on)."""
+
+    size: int = BLOCK  # draws per block
+    sub: int = SUB  # draws per sub-block
+    rows: tuple[str, ...] = ()  # distinct quantities reduced (the others are equal to one of these)
+    sampled: tuple[int, ...] = ()  # rows whose prior histogram is counted (inputs' is known exactly)
+    nbins: int = NBINS
+    keep: int = KEEP  # prior draws kept (the first of block 0)
+    ktop: int = 0  # largest log-likelihoods kept per sub-block (0: no observations)
+    kres: int = 0  # largest Gumbel keys kept per sub-block
+    batch: int = 1  # blocks computed side by side (vmapped) in a call: 1 on CPU, a few on GPUs
+
+    @property
+    def nsub(self) -> int:
+        return self.size // self.sub
+
+
+def _moments(D, y, w, s0, cross):
+    """Sums over one sub-block (rows of D: centred logs, masked to 0 where a draw is not valid; y = e^D,
+    masked the same): s0, sum w d, sum w d^2, sum w e^d, sum w e^2d, and the cross sums sum w d d'
+    (``cross``, computed by the caller). ``w=None``: every valid draw has weight 1 (the prior)."""
+    if w is None:
+        return {"s0": s0, "s1d": jnp.sum(D, axis=1), "s2d": jnp.diagonal(cross), "s1y": jnp.sum(y, axis=1),
+                "s2y": jnp.sum(y * y, axis=1), "cross": cross}
+    wD, wy = D * w[None, :], y * w[None, :]
+    return {"s0": s0, "s1d": jnp.sum(wD, axis=1), "s2d": jnp.diagonal(cross), "s1y": jnp.sum(wy, axis=1),
+            "s2y": jnp.sum(wy * y, axis=1), "cross": cross}
+
+
+def _hist_index(D, lo, inv, nbins):
+    """Flat bin index of every element of D (row r uses bins r*(nbins+2) .. (r+1)*(nbins+2) - 1)."""
+    idx = jnp.clip(jnp.floor((D - lo[:, None]) * inv[:, None]) + 1.0, 0.0, nbins + 1.0).astype(jnp.int32)
+    return idx + (jnp.arange(D.shape[0], dtype=jnp.int32) * (nbins + 2))[:, None]
+
+
+def _top(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """Exact top-k (values, indices) of a vector, via its groups' maxima: the k largest elements lie in
+    the k groups with the largest maxima (a group holding one of them has a maximum at least as large,
+    and at most k groups can), so only k * GROUP elements go through top_k."""
+    n = x.shape[0]
+    if k * GROUP >= n or n % GROUP:
+        return jax.lax.top_k(x, k)
+    g = x.reshape(n // GROUP, GROUP)
+    _, gi = jax.lax.top_k(jnp.max(g, axis=1), k)
+    cand = g[gi].reshape(-1)
+    v, j = jax.lax.top_k(cand, k)
+    return v, gi[j // GROUP] * GROUP + j % GROUP
+
+
+def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_valid, lay: Layout):
+    """Reduce one block of draws to fixed-size sums (on the device, under jit)."""
+    sub, q, nb = lay.sub, len(lay.rows), lay.nbins
+    names = tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const")
+    ids = [stable_id(n) for n in names] + ([_GUMBEL_ID] if lik is not None else [])
+    K = None
+    if ids:  # every stream's key words at once (vmapped: one Threefry graph, not one per stream)
+        words = jax.vmap(lambda i: _words(jax.random.fold_in(jax.random.fold_in(key, i), block)))
+        K = words(jnp.asarray(ids, jnp.uint32))[:, :, None]  # [streams, 4 words, 1]
+    f32 = jnp.float32
+    zq = jnp.zeros((q,), f32)
+    mom0 = {"s0": jnp.zeros((), f32), "s1d": zq, "s2d": zq, "s1y": zq, "s2y": zq, "cross": jnp.zeros((q, q), f32)}
+    hs = len(lay.sampled)
+    zs = jnp.zeros((hs,), f32)  # the prior's e^d sums: sampled rows only (inputs' are known exactly)
+    acc = {"prior": {**mom0, "s1y": zs, "s2y": zs, "hist": jnp.zeros((hs * (nb + 2),), f32)},
+           "first": jnp.zeros((q, lay.keep), f32)}
+    if lik is not None:
+        no = len(lik.names)
+        acc.update(post={**mom0, "hist": jnp.zeros((q * (nb + 2),), f32), "s0w2": jnp.zeros((), f32)},
+                   m=jnp.full((), -jnp.inf, f32), below=jnp.zeros((no,), f32), inside=jnp.zeros((no,), f32),
+                   top=jnp.full((lay.nsub, lay.ktop), -jnp.inf, f32),
+                   rkey=jnp.full((lay.nsub, lay.kres), -jnp.inf, f32),
+                   rll=jnp.full((lay.nsub, lay.kres), -jnp.inf, f32),
+                   rD=jnp.zeros((lay.nsub, q, lay.kres), f32))
+
+    def body(s, acc):
+        # Barriers materialise the generator's words, the inputs' deviations and D once each: XLA would
+        # otherwise re-run the generator (or the table lookups) inside every consumer.
+        if K is not None:
+            idx = (s * sub).astype(jnp.uint32) + jax.lax.iota(jnp.uint32, sub)
+            W = _rng.threefry2x32((idx[None, :], K[:, 2]), (K[:, 0], K[:, 1]))[0]  # = _rng.bits(key_i)[s*sub:]
+            W = jax.lax.optimization_barrier(W)
+            Z = jax.lax.optimization_barrier(_rng.normal_from_bits(W[: len(names)]))
+        z = copula.apply(model, {n: Z[i] for i, n in enumerate(names)})
+        d = {}
+        for name, smp in zip(model.inputs, model.samplers):  # model.evaluate, with a barrier between its halves
+            d[name] = smp(z[name]) if name in z else jnp.broadcast_to(smp.a, ())
+        d = jax.lax.optimization_barrier(d)
+        v = {**d, **outputs(model, d)}
+        valid = (s * sub + jnp.arange(sub, dtype=jnp.int32)) < n_valid
+        w0 = valid.astype(f32)
+        D = jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lay.rows])
+        D = jax.lax.optimization_barrier(jnp.where(valid[None, :], D, 0.0))  # invalid draws: 0, weight 0
+        smp = np.asarray(lay.sampled)
+        if lik is not None:  # the posterior weighs e^d of every row
+            y = jnp.where(valid[None, :], jnp.exp(D), 0.0)
+            ys = y[smp]
+        else:
+            ys = jnp.where(valid[None, :], jnp.exp(D[smp]), 0.0)
+        idx = _hist_index(D, lo, inv, nb)
+        new = dict(acc)
+        hi = jax.lax.Precision.HIGHEST
+        if lik is not None:  # the posterior's weights first: one product gives both cross-sum matrices
+            ll = jnp.where(valid, log_likelihood(lik, v), -jnp.inf)
+            m = jnp.maximum(acc["m"], jnp.max(ll))
+            ok = jnp.isfinite(m)
+            w = jnp.exp(ll - jnp.where(ok, m, 0.0))
+            cross = jnp.dot(jnp.concatenate([D, D * w[None, :]]), D.T, precision=hi)
+        else:
+            cross = jnp.dot(D, D.T, precision=hi)
+        pm = _moments(D, ys, None, jnp.clip(n_valid - s * sub, 0, sub).astype(f32), cross[:q])
+        new["prior"] = {k: acc["prior"][k] + pm[k] for k in pm}
+        ph = acc["prior"]["hist"]
+        for j, r in enumerate(lay.sampled):  # one scatter per row (row r's bins moved to slot j)
+            ph = ph.at[idx[r] - (r - j) * (nb + 2)].add(w0, mode="promise_in_bounds")
+        new["prior"]["hist"] = ph
+        # the first draws: a branch, not a pass over D every time
+        if lay.keep:
+            new["first"] = jax.lax.cond(s == 0, lambda: D[:, : lay.keep], lambda: acc["first"])
+        if lik is None:
+            return new
+        od = jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lik.names])
+        new["below"] = acc["below"] + jnp.sum(jnp.where(od < below[:, None], w0, 0.0), axis=1)
+        new["inside"] = acc["inside"] + jnp.sum(jnp.where((od >= lik.low[:, None]) & (od <= lik.high[:, None]),
+                                                          w0, 0.0), axis=1)
+        scale = jnp.where(ok, jnp.exp(acc["m"] - jnp.where(ok, m, 0.0)), 0.0)  # earlier sums to the new maximum
+        qm = _moments(D, y, w, jnp.sum(w), cross[q:])
+        post = {k: acc["post"][k] * scale + qm[k] for k in qm}
+        post["s0w2"] = acc["post"]["s0w2"] * (scale * scale) + jnp.sum(w * w)
+        ph = acc["post"]["hist"] * scale
+        for r in range(q):  # one scatter per row: the weights need no q-fold copy
+            ph = ph.at[idx[r]].add(w, mode="promise_in_bounds")
+        post["hist"] = ph
+        new["post"], new["m"] = post, m
+        new["top"] = jax.lax.dynamic_update_index_in_dim(acc["top"], _top(ll, lay.ktop)[0], s, 0)
+        # Gumbel-top-k: the largest ll + Gumbel noise are a weighted sample without replacement
+        # (Efraimidis & Spirakis 2006; Kool et al. 2019), mergeable by taking the largest again.
+        g = -jnp.log(-jnp.log(_rng.uniform_from_bits(W[len(names)])))  # Gumbel(0, 1)
+        rk, ri = _top(ll + g, lay.kres)
+        new["rkey"] = jax.lax.dynamic_update_index_in_dim(acc["rkey"], rk, s, 0)
+        new["rll"] = jax.lax.dynamic_update_index_in_dim(acc["rll"], ll[ri], s, 0)
+        new["rD"] = jax.lax.dynamic_update_index_in_dim(acc["rD"], D[:, ri], s, 0)
+        return new
+
+    nsub = (n_valid + (sub - 1)) // sub
+    acc = jax.lax.fori_loop(0, nsub, body, acc)
+    acc["prior"]["hist"] = acc["prior"]["hist"].reshape(hs, nb + 2)
+    if "post" in acc:
+        acc["post"]["hist"] = acc["post"]["hist"].reshape(q, nb + 2)
+    return acc
+
+
+def mesh():
+    """A 1-D mesh over every device of every process (blocks are sharded along it)."""
+    from jax.sharding import Mesh
+
+    return Mesh(np.array(jax.devices()), ("blocks",))
+
+
+def make_call(lay: Layout, ndev: int):
+    def local(key, model, lik, lo, inv, below, blocks, n_valid):
+        return jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, a[0], a[1], lay),
+                           (blocks, n_valid), batch_size=lay.batch if lay.batch > 1 else None)
+
+    if ndev == 1:
+        return jax.jit(local)
+    from jax.sharding import PartitionSpec as P
+
+    sharded = jax.shard_map(local, mesh=mesh(), in_specs=(P(),) * 6 + (P("blocks"), P("blocks")),
+                            out_specs=P("blocks"), check_vma=False)
+    return jax.jit(sharded)
