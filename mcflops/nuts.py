@@ -42,11 +42,14 @@ _NUTS_ID = 0x7FFF_FFE0
 
 
 def available() -> bool:
+    """Whether NumPyro is installed, without importing it (its import changes JAX's trace settings, so
+    every compiled kernel would retrace on the next run)."""
+    import importlib.util
+
     try:
-        import numpyro  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("numpyro") is not None
+    except (ImportError, ValueError):  # a blocked or half-installed module
         return False
-    return True
 
 
 def _z_of(model: Model, name: str, d: float) -> float | None:
