@@ -3,7 +3,6 @@ that bound every draw, and the inputs' exact bin probabilities and E[e^kd] (from
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 
 from .model import Model, outputs
@@ -53,8 +52,7 @@ def ranges(model: Model, rows: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]
             box[name] = (0.0, 0.0)
         else:
             zb = zmax.get(name, ZBOUND)
-            ends = np.asarray(smp(jnp.asarray([-zb, zb], jnp.float32)), np.float64)
-            box[name] = (float(ends[0]), float(ends[1]))
+            box[name] = (_d_at(smp, -zb), _d_at(smp, zb))
     names = [n for n in model.inputs if box[n][0] != box[n][1]]
     corners = np.array(np.meshgrid(*[[0, 1]] * len(names), indexing="ij")).reshape(len(names), -1)
     d = {n: np.full(corners.shape[1], box[n][0]) for n in model.inputs}
@@ -64,6 +62,18 @@ def ranges(model: Model, rows: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]
     lo = np.array([float(np.min(v[r])) for r in rows])
     hi = np.array([float(np.max(v[r])) for r in rows])
     return lo, hi
+
+
+def _d_at(sampler, z: float) -> float:
+    """sampler(z) in float64 on the host (as the kernel maps z, without a JAX dispatch per call)."""
+    if sampler.kind == "affine":
+        return float(sampler.a) + float(sampler.b) * z
+    from .distributions import GRID, ZMAX
+
+    tab = np.asarray(sampler.table, np.float64)
+    t = min(max((z + ZMAX) * (GRID / (2 * ZMAX)), 0.0), GRID - 2.0**-10)
+    i = int(t)
+    return float(tab[i] + (t - i) * (tab[i + 1] - tab[i]))
 
 
 def bin_probabilities(sampler, lo: float, width: float, nbins: int) -> np.ndarray:
