@@ -23,6 +23,22 @@ def version() -> str:
         return "0+unknown"
 
 
+def versions() -> dict[str, str | None]:
+    """The versions that made a run (summary.json "versions"): mcflops, Python, JAX, jaxlib, NumPy.
+
+    Read from the installed packages' metadata, so nothing is imported; None for one not installed."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version as v
+
+    found: dict[str, str | None] = {"mcflops": version(), "python": platform.python_version()}
+    for name in ("jax", "jaxlib", "numpy"):
+        try:
+            found[name] = v(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
+
+
 def device_name() -> str:
     import jax
 
@@ -56,7 +72,7 @@ class Result:
         d: dict[str, Any] = {
             "name": self.spec.name, "description": self.spec.description, "seed": self.seed,
             "samples": self.samples, "device": self.device, "version": version(),
-            "spec_hash": self.spec.digest(), "flops_convention": self.spec.flops,
+            "versions": versions(), "spec_hash": self.spec.digest(), "flops_convention": self.spec.flops,
             "chain": self.chain, "prior": self.prior, "observed": self.observed,
         }
         if self.posterior is not None:
