@@ -157,15 +157,18 @@ def _hist_index(D, lo, inv, nbins):
 def _top(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     """Exact top-k (values, indices) of a vector, via its groups' maxima: the k largest elements lie in
     the k groups with the largest maxima (a group holding one of them has a maximum at least as large,
-    and at most k groups can), so only k * GROUP elements go through top_k."""
+    and at most k groups can), so only k * GROUP elements go through top_k. Group c is the strided set
+    {c, c + m, c + 2m, ...} (m = n / GROUP): its maxima are an elementwise max of GROUP contiguous rows,
+    which vectorises (contiguous groups of 16 reduced 2.2x slower here), and lax.top_k on XLA:CPU is a
+    sort, so it costs by the length it sorts."""
     n = x.shape[0]
     if k * GROUP >= n or n % GROUP:
         return jax.lax.top_k(x, k)
-    g = x.reshape(n // GROUP, GROUP)
-    _, gi = jax.lax.top_k(jnp.max(g, axis=1), k)
-    cand = g[gi].reshape(-1)
-    v, j = jax.lax.top_k(cand, k)
-    return v, gi[j // GROUP] * GROUP + j % GROUP
+    m = n // GROUP
+    g = x.reshape(GROUP, m)
+    _, gi = jax.lax.top_k(jnp.max(g, axis=0), k)
+    v, j = jax.lax.top_k(g[:, gi].reshape(-1), k)  # candidate j is element gi[j % k] of row j // k
+    return v, (j // k) * m + gi[j % k]
 
 
 def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_valid, lay: Layout):
