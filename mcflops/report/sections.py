@@ -334,7 +334,7 @@ def reproducibility(run) -> Section:
                          f"± {format_number(g['mcse_p50'], 2)} ({100 * g['mcse_p50'] / g['p50']:.2f}%)"])
     rows += [["device", str(s.get("device", "n/a"))], ["mcflops version", str(s.get("version", "n/a"))]]
     if isinstance(s.get("versions"), Mapping):
-        rows += [[f"{k} version", str(v)] for k, v in s["versions"].items()]
+        rows += [[f"{k} version", str(v)] for k, v in s["versions"].items() if k != "mcflops"]
     rows += [["spec hash", [C(str(s.get("spec_hash", "n/a")))]], ["FLOPs convention", str(s.get("flops_convention"))]]
     t = s.get("timings") or {}
     if num(t.get("total_s")):
