@@ -4,9 +4,10 @@ Each input is drawn as ``x = F^{-1}(Phi(z))`` with ``z ~ N(0, 1)``: one represen
 prior predictive, importance sampling, Saltelli's Sobol matrices (columns of z) and a Gaussian
 copula (correlate the z's). The map is exact for point and lognormal priors (``log x = mu + sigma z``);
 for every other family it is a table of ``log F^{-1}(Phi(z))`` on a uniform z grid, built once with
-scipy's quantile functions and read back by linear interpolation. ``jax.random.beta`` is a rejection
-sampler (about 1M draws/s on a 2-core CPU); the table costs one gather, and its quantile error is
-below 1e-5 relative (tests/test_distributions.py checks every family against scipy.stats).
+the quantile functions of :mod:`mcflops.quantiles` (memoised per prior) and read back by linear
+interpolation. ``jax.random.beta`` is a rejection sampler (about 1M draws/s on a 2-core CPU); the table
+costs one gather, and its quantile error is below 1e-5 relative (tests/test_distributions.py checks every
+family against scipy.stats).
 
 Values are centred: the kernel works with ``d = log x - center`` (float32 is exact enough for
 deviations of order sigma), and the float64 centre stays on the host.
@@ -21,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import quantiles
 from .dists import Dist
 
 ZMAX = 8.0  # the table spans z in [-8, 8]: Phi(-8) = 6e-16, beyond any float32 normal draw
@@ -62,7 +64,8 @@ def z_grid() -> np.ndarray:
 
 
 def scipy_dist(d: Dist):
-    """The scipy.stats distribution a prior stands for (the oracle for tests and exact quantiles)."""
+    """The scipy.stats distribution a prior stands for: the tests' oracle (off the run path, which uses
+    :mod:`mcflops.quantiles`: importing scipy.stats costs ~1 s)."""
     from scipy import stats
 
     p = d.params
@@ -193,19 +196,25 @@ class _Mixture:
         return math.sqrt(max(m2 - m * m, 0.0))
 
 
+@quantiles.memoised(64)  # 64 tables of 4097 float64: 2 MiB at most
 def log_quantile_table(d: Dist) -> np.ndarray:
-    """log F^{-1}(Phi(z)) on the z grid, in float64 (lower half by ppf, upper half by isf for accuracy)."""
+    """log F^{-1}(Phi(z)) on the z grid, in float64 (lower half by ppf, upper half by isf for accuracy).
+
+    Quantiles by :mod:`mcflops.quantiles` (scipy.special; no scipy.stats on the run path), memoised per
+    prior: a notebook that reruns a spec, or a sweep, builds each table once. The array is read-only.
+    """
     from scipy.special import ndtr
 
-    dist = scipy_dist(d)
     z = z_grid()
     lower = z <= 0
     x = np.empty_like(z)
-    x[lower] = dist.ppf(ndtr(z[lower]))
-    x[~lower] = dist.isf(ndtr(-z[~lower]))
+    x[lower] = quantiles.ppf(d, ndtr(z[lower]))
+    x[~lower] = quantiles.isf(d, ndtr(-z[~lower]))
     if not np.all(x > 0):
         raise ValueError(f"{d.family} prior reaches values <= 0; inputs of the compute model are positive")
-    return np.log(x)
+    table = np.log(x)
+    table.flags.writeable = False
+    return table
 
 
 def make_sampler(d: Dist, dtype=jnp.float32) -> Sampler:

@@ -126,11 +126,12 @@ def chain(spec: Spec, medians: Mapping[str, float] | None = None) -> dict[str, f
     backwards: the MFU x goodput product the figure implies, and the MFU at goodput 1 and at the
     median goodput.
     """
-    from .distributions import scipy_dist
+    from .quantiles import ppf
 
     med = dict(medians or {})
     for name, dist in spec.priors.items():
-        med.setdefault(name, float(scipy_dist(dist).ppf(0.5)))
+        if name not in med:
+            med[name] = float(ppf(dist, 0.5))
     out: dict[str, float] = {k: med[k] for k in spec.priors}
     per_token = flops_per_token(spec, med.get("params"))
     out["flops_per_token"] = per_token
