@@ -217,6 +217,7 @@ def log_quantile_table(d: Dist) -> np.ndarray:
     return table
 
 
+@quantiles.memoised(64)  # immutable (JAX arrays): a rerun of a spec shares its samplers, no device copies
 def make_sampler(d: Dist, dtype=jnp.float32) -> Sampler:
     """Compile a prior into its z -> centred log x map."""
     one = jnp.zeros((1,), dtype)

@@ -64,6 +64,23 @@ def ranges(model: Model, rows: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]
     return lo, hi
 
 
+def _by_table(fn):
+    """Memoise a function of a sampler (and floats) by the sampler's numbers: samplers hold JAX arrays,
+    which do not hash, and the same prior gives equal tables (make_sampler is memoised too)."""
+    cache: dict = {}
+
+    def wrapper(sampler, *args):
+        key = (sampler.kind, float(sampler.a), float(sampler.b), np.asarray(sampler.table).tobytes(), args)
+        if key not in cache:
+            if len(cache) >= 256:
+                cache.clear()
+            cache[key] = fn(sampler, *args)
+            cache[key].flags.writeable = False
+        return cache[key]
+
+    return wrapper
+
+
 def _d_at(sampler, z: float) -> float:
     """sampler(z) in float64 on the host (as the kernel maps z, without a JAX dispatch per call)."""
     if sampler.kind == "affine":
@@ -76,6 +93,7 @@ def _d_at(sampler, z: float) -> float:
     return float(tab[i] + (t - i) * (tab[i + 1] - tab[i]))
 
 
+@_by_table
 def bin_probabilities(sampler, lo: float, width: float, nbins: int) -> np.ndarray:
     """Exact probability of each histogram bin (underflow, nbins bins from lo, overflow) for an input:
     d = sampler(z) is non-decreasing in z ~ N(0, 1), so P(d < e) = Phi(z(e)) with z(e) its inverse
@@ -97,6 +115,7 @@ def bin_probabilities(sampler, lo: float, width: float, nbins: int) -> np.ndarra
     return np.diff(np.concatenate([[0.0], cdf, [1.0]]))
 
 
+@_by_table
 def exp_moments(sampler) -> np.ndarray:
     """Exact (E[e^d], E[e^2d]) of an input's centred log d = sampler(z), z ~ N(0, 1). Affine d = a + b z:
     E[e^{kd}] = exp(k a + k^2 b^2 / 2). Table (d linear in z on each cell [z0, z1], d = a + b z there):
