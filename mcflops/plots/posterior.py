@@ -4,7 +4,7 @@ predictive of each observed quantity against the published figure and its noise 
 Densities come from the engine's log-space histograms when they exist (every prior draw; every
 weighted draw under importance sampling): the histogram CDF read at a linear grid and differenced,
 f(x) = dF/dx. NUTS posteriors use a histogram of the draws (no kernel smearing past a bounded prior's edge).
-Titles state the finding. matplotlib is imported inside style.figure (Agg backend).
+Titles state the finding. matplotlib is imported inside style.figure (a Figure on an Agg canvas).
 """
 
 from __future__ import annotations
@@ -222,13 +222,14 @@ def figures(folder, res) -> list[str]:
     out: list[str] = []
     if not res.posterior or res.sums is None:
         return out
-    if any(n in res.posterior for n in res.spec.uncertain):
-        out.append(prior_posterior(folder / PRIOR_POSTERIOR, res))
-    if {"mfu", "goodput"} <= set(res.posterior_draws or {}):
-        out.append(ridge(folder / RIDGE, res))
-    for name in res.spec.observe:
-        if name in res.sums.names:
-            out.append(predictive(folder / f"predictive_{name}.png", res, name))
+    with style.provenance(res.spec.digest()):  # each PNG records the spec hash of its run
+        if any(n in res.posterior for n in res.spec.uncertain):
+            out.append(prior_posterior(folder / PRIOR_POSTERIOR, res))
+        if {"mfu", "goodput"} <= set(res.posterior_draws or {}):
+            out.append(ridge(folder / RIDGE, res))
+        for name in res.spec.observe:
+            if name in res.sums.names:
+                out.append(predictive(folder / f"predictive_{name}.png", res, name))
     return out
 
 

@@ -161,16 +161,18 @@ def compare_ratio(path, cmp: Mapping[str, Any]) -> str:
     return style.save(fig, path)
 
 
-def run_figures(folder, sens: Mapping[str, Any] | None) -> list[str]:
-    """The sensitivity figures of a run: tornado.png, sobol.png, sweep_<input>.png."""
+def run_figures(folder, sens: Mapping[str, Any] | None, spec_hash: str | None = None) -> list[str]:
+    """The sensitivity figures of a run: tornado.png, sobol.png, sweep_<input>.png; each PNG records
+    ``spec_hash`` (Spec.digest()) in its metadata when given (see style.provenance)."""
     if not sens:
         return []
     folder = Path(folder)
     out = []
-    if sens.get("tornado", {}).get("inputs"):
-        out.append(tornado(folder / "tornado.png", sens))
-    if sens.get("sobol"):
-        out.append(sobol_bars(folder / "sobol.png", sens))
-    for name, sw in (sens.get("sweeps") or {}).items():
-        out.append(sweep_fan(folder / f"sweep_{name}.png", sw))
+    with style.provenance(spec_hash):
+        if sens.get("tornado", {}).get("inputs"):
+            out.append(tornado(folder / "tornado.png", sens))
+        if sens.get("sobol"):
+            out.append(sobol_bars(folder / "sobol.png", sens))
+        for name, sw in (sens.get("sweeps") or {}).items():
+            out.append(sweep_fan(folder / f"sweep_{name}.png", sw))
     return out
