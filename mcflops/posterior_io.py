@@ -30,6 +30,16 @@ import numpy as np
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
+def _version() -> str:
+    """mcflops's version, as api.version() gives it (api is a higher layer: not imported here)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcflops")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
 def available() -> bool:
     """Whether posterior.nc can be written: h5netcdf only (importing ArviZ to check would cost ~1 s)."""
     try:
@@ -64,8 +74,6 @@ def pointwise_log_likelihood(spec, values: Mapping[str, np.ndarray]) -> dict[str
 def _groups(res) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, Any]], dict[str, Any]]:
     """The file's content: {group: {variable: array}} (sample groups as chain x draw), each observed
     variable's attributes, and the root attributes (which run made the file)."""
-    from . import __version__
-
     spec, post = res.spec, res.posterior or {}
     chains = int(post.get("chains", 1) or 1)
     posterior = {n: _chains(v, chains) for n, v in (res.posterior_draws or {}).items()}
@@ -88,7 +96,7 @@ def _groups(res) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, 
             var_attrs[n] = a
     attrs = {"mcflops_name": spec.name, "seed": int(res.seed), "samples": int(res.samples),
              "method": str(post.get("method", "")), "flops_convention": spec.flops,
-             "spec_hash": spec.digest(), "mcflops_version": __version__}
+             "spec_hash": spec.digest(), "mcflops_version": _version()}
     return data, var_attrs, attrs
 
 
@@ -113,8 +121,6 @@ def write_netcdf(res, path: str | Path) -> Path:
 
     import h5netcdf
 
-    from . import __version__
-
     path = Path(path)
     data, var_attrs, attrs = _groups(res)
     with h5netcdf.File(path, "w") as f:
@@ -122,7 +128,7 @@ def write_netcdf(res, path: str | Path) -> Path:
         for group, variables in data.items():
             g = f.create_group(group)
             g.attrs.update({"created_at": datetime.datetime.now(datetime.UTC).isoformat(),
-                            "creation_library": "mcflops", "creation_library_version": __version__,
+                            "creation_library": "mcflops", "creation_library_version": _version(),
                             "creation_library_language": "Python"})
             if group == "observed_data":  # no sample dimensions (as arviz_base.from_dict writes it)
                 g.attrs["sample_dims"] = np.zeros(0)

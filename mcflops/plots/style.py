@@ -29,16 +29,24 @@ _stamp: dict[str, str] = {}  # PNG text chunks added by save() (set by provenanc
 def provenance(spec_hash: str | None) -> Iterator[None]:
     """Within the block, every figure saved records ``spec_hash`` and the mcflops version in its PNG
     metadata (text chunks SPEC_KEY and VERSION_KEY)."""
-    from .. import __version__
-
     old = dict(_stamp)
     if spec_hash:
-        _stamp.update({SPEC_KEY: str(spec_hash), VERSION_KEY: __version__})
+        _stamp.update({SPEC_KEY: str(spec_hash), VERSION_KEY: _version()})
     try:
         yield
     finally:
         _stamp.clear()
         _stamp.update(old)
+
+
+def _version() -> str:
+    """mcflops's version, as api.version() gives it (api is a higher layer: not imported here)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcflops")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
 
 
 def figure(height: float = 3.6, ncols: int = 1, nrows: int = 1, **kw):
