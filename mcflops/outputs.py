@@ -91,7 +91,7 @@ def _sensitivity_figures(folder: Path, res, data) -> None:
         try:
             from .plots.sensitivity import run_figures
 
-            run_figures(folder, res.sensitivity)
+            run_figures(folder, res.sensitivity, spec_hash=res.spec.digest())
         except ImportError:
             pass
 
@@ -120,10 +120,12 @@ def _write_report(folder: Path, res, out: Path) -> None:
     if draws is not None:
         try:
             from .plots.report import headline
+            from .plots.style import provenance
 
             summary = json.loads((folder / "summary.json").read_text())
-            headline(folder / HEADLINE_FIGURE, summary, draws, (res.posterior_draws or {}).get("gpu_hours"),
-                     res.spec.hardware.count)
+            with provenance(res.spec.digest()):  # the PNG's metadata names the run's spec hash
+                headline(folder / HEADLINE_FIGURE, summary, draws, (res.posterior_draws or {}).get("gpu_hours"),
+                         res.spec.hardware.count)
         except ImportError:  # no matplotlib: the report goes without its headline figure
             pass
     for name, text in render(folder, label=_label(out)).items():

@@ -56,8 +56,20 @@ def test_cli_run_writes_summary_and_resolved_spec(tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     saved = json.loads((out / "summary.json").read_text())
     assert printed["prior"] == saved["prior"] and saved["samples"] == 20000
-    assert mcflops.load_spec(out / "spec.resolved.yaml").digest() == mcflops.load_spec(
-        {**SPEC, "samples": 20000}).digest()
+    digest = mcflops.load_spec({**SPEC, "samples": 20000}).digest()
+    assert mcflops.load_spec(out / "spec.resolved.yaml").digest() == digest
+    # every figure and posterior.nc name the run they came from
+    from PIL import Image
+
+    pngs = sorted(out.glob("*.png"))
+    assert len(pngs) >= 3, pngs
+    for png in pngs:
+        with Image.open(png) as im:
+            assert im.text.get("mcflops spec") == digest, png.name
+    import h5netcdf
+
+    with h5netcdf.File(out / "posterior.nc", "r") as nc:
+        assert nc.attrs["spec_hash"] == digest
 
 
 def test_cli_sample_prints_a_table_and_writes_nothing(tmp_path, capsys, monkeypatch):
