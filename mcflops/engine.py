@@ -266,7 +266,8 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
         size: int = BLOCK, sub: int | None = None, progress: Callable[[int, int], None] | None = None) -> Sums:
     """Draw n samples in blocks of ``size`` and return their float64 sums (the engine's one entry point).
 
-    ``blocks_per_call`` blocks go to each device per compiled call (default: 4 on CPU, 32 on GPU);
+    ``blocks_per_call`` blocks go to each device per compiled call (default: 16 on CPU, 32 on GPU; fewer
+    calls cost less: 1e7 draws on 2 CPU devices took 0.188 s with 4, 0.170 s with 16, best of 6);
     ``sub`` is the sub-block size (default ``SUB``). Neither changes the draws; the sums are
     bit-identical for any ``blocks_per_call`` and any number of devices (given ``sub``).
     """
@@ -279,7 +280,7 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     if size % sub:
         raise ValueError(f"block size {size} is not a multiple of the sub-block size {sub}")
     if blocks_per_call is None:
-        blocks_per_call = 32 if gpu else 4
+        blocks_per_call = 32 if gpu else 16
     rows, where = distinct_rows(model)
     q = len(rows)
     below = lik.target if lik is not None else None
