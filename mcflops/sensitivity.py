@@ -1,7 +1,7 @@
 """Sensitivity: which assumption moves the estimate. Computation only (returns plain data).
 
-- **Tornado**: each uncertain input at its p5 and its p95 (z = -/+1.645), the others at their medians
-  (z = 0), through ``model.evaluate`` (so PaLM's nonlinear attention term counts); sorted by swing.
+- **Tornado, sweeps, rank correlations**: :mod:`mcflops.sensitivity_local` (re-exported here); with
+  ``correlations:`` the tornado and sweeps condition on the moved input.
 - **Sobol indices** (variance-based, Sobol 1993), first-order and total, by Saltelli sampling on the
   standard-normal scores z: matrices A and B (keys folded from the run key, blocks keyed by index) and
   AB_i = A with column i from B (Saltelli et al. 2010, "Variance based sensitivity analysis of model
@@ -11,14 +11,12 @@
   u u^T, so memory stays flat; standard errors come from the delta method on those means (Janon
   et al. 2014, "Asymptotic normality and efficiency of two Sobol index estimators", ESAIM: P&S 18).
   Computed on log output (the default: the model is a product) and on the output itself.
-  The indices assume independent inputs: with ``correlations:`` they are not reported; rank
-  correlations are, and a note says why.
+  The indices assume independent inputs: with ``correlations:`` they are not reported.
+- **Shapley effects** (:mod:`mcflops.shapley`; Owen 2014, Song et al. 2016): a partition of the variance
+  that stays one with correlated inputs; reported with and without ``correlations:``.
 - **Rank correlations** of each log input with the log output under the prior (and the posterior
   when the file observes something; the posterior's inputs are correlated, so Sobol indices would
-  be wrong there): Pearson on logs over every draw (importance-weighted sums of the engine) and
-  Spearman on the kept draws (the posterior reservoir).
-- **Sweeps** (``sensitivity: {sweep: {mfu: [0.30, 0.45]}}``): the output's quantiles along a grid
-  of one input, the others sampled; the same draws at every grid point (common random numbers).
+  be wrong there).
 """
 
 from __future__ import annotations
@@ -35,19 +33,18 @@ import numpy as np
 from . import engine
 from .copula import error_at
 from .errors import SpecError
-from .model import Model, evaluate, outputs
+from .model import Model, evaluate
 from .numbers import parse_number
+from .sensitivity_local import (QNAMES, QPROBS, SWEEP_SAMPLES, Z95, rank_correlations, spearman, sweep,  # noqa: F401
+                                tornado)
+from .shapley import MAX_INPUTS, shapley, shapley_table, uncertain
 from .spec import INPUTS
 
 SOBOL_BLOCK = 1 << 16  # base draws per keyed block (part of the algorithm: changing it changes the draws)
 SOBOL_BASE = 1 << 16  # default base draws N; a Saltelli pass evaluates the model N (p + 2) times
 SWEEP_POINTS = 16
-SWEEP_SAMPLES = 1 << 16  # draws per grid point (the same draws at every point)
-Z95 = 1.6448536269514722  # Phi^{-1}(0.95): an input's p5 and p95 are z = -/+Z95
-_A_ID, _B_ID, _SWEEP_ID = 0x5A1E_0A, 0x5A1E_0B, 0x5A1E_05
+_A_ID, _B_ID = 0x5A1E_0A, 0x5A1E_0B
 KEYS = ("output", "sobol_samples", "points", "sweep")
-QPROBS = (0.05, 0.25, 0.5, 0.75, 0.95)
-QNAMES = ("p5", "p25", "p50", "p75", "p95")
 
 
 # ----------------------------------------------------------------------------- options (validation)
@@ -236,10 +233,6 @@ def _model_f(model: Model, z: Mapping[str, jax.Array], output: str) -> jax.Array
     return jnp.stack([d - d0, jnp.exp(d) - jnp.exp(d0)])
 
 
-def uncertain(model: Model) -> tuple[str, ...]:
-    return tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const")
-
-
 def sobol(key: jax.Array, model: Model, output: str = "gpu_hours", n: int = SOBOL_BASE,
           progress: Callable[[int, int], None] | None = None, names: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Sobol indices of the model's output on the log scale (``log``) and the natural one (``linear``)."""
@@ -258,95 +251,6 @@ def sobol_table(ix: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, dict
     return {n: {k: float(ix[k][i]) for k in ("first", "total", "first_se", "total_se")} for i, n in enumerate(names)}
 
 
-# ----------------------------------------------------------------------------- tornado, sweeps, correlations
-
-_evaluate = jax.jit(evaluate)
-
-
-def tornado(model: Model, output: str = "gpu_hours") -> dict[str, Any]:
-    """Output with each uncertain input at its p5 and p95, the others at their medians; sorted by swing."""
-    names = uncertain(model)
-    rows = 2 * len(names) + 1
-    z = {}
-    for j, n in enumerate(names):
-        col = np.zeros(rows, np.float32)
-        col[1 + 2 * j], col[2 + 2 * j] = -Z95, Z95
-        z[n] = jnp.asarray(col)
-    v = jax.device_get(_evaluate(model, z)) if names else {output: np.zeros(1)}
-    c = model.centers
-    y = np.exp(c[output] + np.asarray(v[output], np.float64))
-    base = float(y[0])
-    bars = []
-    for j, n in enumerate(names):
-        lo_x, hi_x = (float(np.exp(c[n] + float(v[n][r]))) for r in (1 + 2 * j, 2 + 2 * j))
-        lo_y, hi_y = float(y[1 + 2 * j]), float(y[2 + 2 * j])
-        bars.append({"input": n, "input_p5": lo_x, "input_p95": hi_x, "at_p5": lo_y, "at_p95": hi_y,
-                     "swing": abs(hi_y - lo_y), "swing_rel": abs(hi_y - lo_y) / base})
-    bars.sort(key=lambda b: -b["swing"])
-    return {"output": output, "base": base, "inputs": bars}
-
-
-@partial(jax.jit, static_argnames=("name", "output", "size"))
-def _sweep_call(key, model, vals, *, name, output, size):
-    z = engine.draw_z(jax.random.fold_in(key, _SWEEP_ID), model, jnp.uint32(0), size)
-    v = evaluate(model, z)
-    d = {n: v[n] for n in model.inputs}
-
-    def at(x):
-        return outputs(model, {**d, name: jnp.broadcast_to(x, (size,))})[output]
-
-    Y = jax.vmap(at)(vals)  # [G, size]
-    q = jnp.quantile(Y, jnp.asarray(QPROBS, jnp.float32), axis=1)  # [5, G]
-    return q, jnp.log(jnp.mean(jnp.exp(Y), axis=1))
-
-
-def sweep(key: jax.Array, model: Model, name: str, values, output: str = "gpu_hours",
-          n: int = SWEEP_SAMPLES) -> dict[str, Any]:
-    """Quantiles of the output with ``name`` fixed at each value, the rest sampled (same draws at each)."""
-    vals = np.asarray(values, np.float64)
-    centred = jnp.asarray(np.log(vals) - model.centers[name], jnp.float32)
-    q, lmean = jax.device_get(_sweep_call(key, model, centred, name=name, output=output, size=n))
-    c = model.centers[output]
-    out: dict[str, Any] = {"input": name, "output": output, "values": vals.tolist(), "samples": n}
-    for k, row in zip(QNAMES, np.asarray(q, np.float64)):
-        out[k] = np.exp(c + row).tolist()
-    out["mean"] = np.exp(c + np.asarray(lmean, np.float64)).tolist()
-    out["p50_vs_first"] = (np.asarray(out["p50"]) / out["p50"][0]).tolist()
-    return out
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    r = np.empty(len(x))
-    r[np.argsort(x, kind="stable")] = np.arange(len(x))
-    return r
-
-
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman's rank correlation (Pearson on ranks; continuous draws have no ties)."""
-    return float(np.corrcoef(_ranks(np.asarray(x)), _ranks(np.asarray(y)))[0, 1])
-
-
-def rank_correlations(res, output: str, which: str, inputs=None) -> dict[str, Any] | None:
-    """Pearson (log, every draw, weighted) and Spearman (kept draws) of each input with the output."""
-    from . import summary
-
-    sums = res.sums
-    draws = res.draws if which == "prior" else res.posterior_draws
-    if sums is None or (which == "post" and sums.post is None):
-        return None
-    names = list(sums.names)
-    if output not in names:
-        return None
-    C = summary.correlation(sums, which)
-    j = names.index(output)
-    ins = [n for n in uncertain(res.model) if inputs is None or n in inputs]
-    out: dict[str, Any] = {"pearson_log": {n: float(C[names.index(n), j]) for n in ins}}
-    if draws and output in draws:
-        out["spearman"] = {n: spearman(draws[n], draws[output]) for n in ins if n in draws}
-        out["spearman_draws"] = int(len(draws[output]))
-    return out
-
-
 # ----------------------------------------------------------------------------- the whole analysis
 
 def analyze(res, opts: Options | None = None, *, key: jax.Array | None = None,
@@ -355,23 +259,25 @@ def analyze(res, opts: Options | None = None, *, key: jax.Array | None = None,
     spec, model = res.spec, res.model
     opts = options(spec) if opts is None else opts
     key = jax.random.key(res.seed) if key is None else key
+    corr_in = model.copula is not None
     tor = tornado(model, opts.output)
-    # inputs the output does not depend on (price for GPU-hours) have no swing at all: leave them out
-    names = tuple(b["input"] for b in tor["inputs"] if b["at_p5"] != b["at_p95"])
-    unused = [b["input"] for b in tor["inputs"] if b["input"] not in names]
+    # inputs the output does not depend on (price for GPU-hours) have no swing when the others stay at their
+    # medians: leave them out (with correlations the conditional tornado would move them through their partners)
+    direct = tornado(model, opts.output, conditional=False) if corr_in else tor
+    names = tuple(b["input"] for b in direct["inputs"] if b["at_p5"] != b["at_p95"])
+    unused = [b["input"] for b in direct["inputs"] if b["input"] not in names]
     tor["inputs"] = [b for b in tor["inputs"] if b["input"] in names]
     out: dict[str, Any] = {"output": opts.output, "tornado": tor, "inputs": list(names), "unused": unused,
                            "notes": []}
     names = tuple(n for n in uncertain(model) if n in names)  # file order
+    out["sobol"] = out["shapley"] = None
     if not names:
         out["notes"].append(f"no uncertain input moves {opts.output}: nothing to attribute")
-        out["sobol"] = None
-    elif model.copula is not None:
-        out["sobol"] = None
+    elif corr_in:
         out["notes"].append(
             "correlations: make inputs dependent, and Sobol indices assume independent inputs (with dependence "
-            "the first-order indices do not add up to the variance and can exceed the totals); rank "
-            "correlations of each input with the output are reported instead")
+            "the first-order indices do not add up to the variance and can exceed the totals); see the Shapley "
+            "effects instead, a partition of the variance that allows for the correlations")
     else:
         sob = sobol(key, model, opts.output, opts.sobol_samples, progress=progress, names=names)
         out["sobol"] = sobol_table(sob["log"], names)
@@ -382,6 +288,19 @@ def analyze(res, opts: Options | None = None, *, key: jax.Array | None = None,
                              "Table 2)", "se": "delta method",
                              "sum_first": float(np.sum(sob["log"]["first"])),
                              "sum_first_linear": float(np.sum(sob["linear"]["first"]))}
+    if names and len(names) <= MAX_INPUTS:
+        sh = shapley(key, model, opts.output, names=names)
+        out["shapley"] = shapley_table(sh["log"], names)
+        out["shapley_linear"] = shapley_table(sh["linear"], names)
+        out["shapley_info"] = {
+            "scale": f"log {opts.output}", "correlated": sh["correlated"], "outer_samples": sh["n"],
+            "inner_samples": 3, "evaluations": sh["evaluations"], "seconds": round(sh["seconds"], 3),
+            "estimator": "exact subset enumeration, cost E[Var(Y | X_-J)] (Song, Nelson & Staum 2016, Algorithm 1, "
+            "N_I = 3), conditional draws of the Gaussian copula's z's", "se": "delta method",
+            "sums_to_one": "by construction (efficiency of the Shapley value)"}
+    elif names:
+        out["notes"].append(f"{len(names)} inputs move {opts.output}: Shapley effects by exact enumeration "
+                            f"stop at {MAX_INPUTS}")
     corr = {"prior": rank_correlations(res, opts.output, "prior", names)}
     if res.posterior is not None:
         corr["posterior"] = rank_correlations(res, opts.output, "post", names)
@@ -390,8 +309,7 @@ def analyze(res, opts: Options | None = None, *, key: jax.Array | None = None,
             "so variance shares are not defined there; the posterior columns are rank and log correlations")
     out["correlations"] = corr
     out["sweeps"] = {name: sweep(key, model, name, vals, opts.output) for name, vals in opts.sweeps}
-    if model.copula is not None:
-        out["notes"].append("the tornado moves one input at a time with the others at their medians, and sweeps "
-                            "fix one input with the others at their prior: neither conditions on the correlations")
+    if corr_in:
+        out["notes"].append("with correlations the tornado moves one input with the others at their medians given "
+                            "it, and sweeps draw the others given the swept value")
     return out
-

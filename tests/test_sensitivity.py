@@ -289,3 +289,90 @@ def test_cli_validate_and_run_refuse_a_bad_block_before_sampling(tmp_path, capsy
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"{p}:7: sensitivity.sweep.mfu:" in err[0], err
     assert not (tmp_path / "o").exists()
+
+
+CORR = {**LOGNORMAL, "priors": {**LOGNORMAL["priors"], "price": {"lognormal": [2, 4]}},
+        "correlations": [{"between": ["params", "tokens"], "rho": 0.6},
+                         {"between": ["tokens", "peak_flops"], "rho": -0.3},
+                         {"between": ["tokens", "price"], "rho": 0.5}]}
+SIGN = {"params": 1.0, "tokens": 1.0, "peak_flops": -1.0}  # 6nd: log gpu_hours = d params + d tokens - d peak
+
+
+def _corr_matrix(names):
+    R = np.eye(len(names))
+    for c in CORR["correlations"]:
+        a, b = c["between"]
+        if a in names and b in names:
+            R[names.index(a), names.index(b)] = R[names.index(b), names.index(a)] = c["rho"]
+    return R
+
+
+def test_conditional_tornado_closed_form():
+    """Lognormal inputs, log GPU-hours = sum b_i s_i z_i with correlated z's: given z_j the others' conditional
+    medians are rho_oj z_j, and log GPU-hours is then its conditional median, base + z_j sum_i b_i s_i rho_ij
+    (Gaussian conditioning, Anderson 2003 Thm 2.5.1), at z_j = Phi^{-1}(0.05), Phi^{-1}(0.95) (scipy)."""
+    spec = mcflops.load_spec(CORR)
+    tor = sens.tornado(model_mod.build_model(spec))
+    assert tor["conditional"]
+    base = model_mod.chain(spec)["gpu_hours"]
+    assert tor["base"] == pytest.approx(base, rel=1e-5)
+    names = list(SIGMAS)
+    R = _corr_matrix(names)
+    bs = np.array([SIGN[n] * SIGMAS[n] for n in names])
+    bars = {b["input"]: b for b in tor["inputs"]}
+    assert bars["price"]["swing"] > 0  # price does not enter GPU-hours, but it carries news about tokens
+    for j, n in enumerate(names):
+        slope = float(bs @ R[:, j])
+        for tag, p in (("p5", 0.05), ("p95", 0.95)):
+            zp = stats.norm.ppf(p)
+            assert bars[n][f"at_{tag}"] == pytest.approx(base * math.exp(slope * zp), rel=1e-5), (n, tag)
+            assert bars[n][f"input_{tag}"] == pytest.approx(float(stats.lognorm(SIGMAS[n], scale=math.exp(
+                model_mod.build_model(spec).centers[n])).ppf(p)), rel=1e-5)
+    # without correlations the same call gives the unconditional tornado
+    plain = sens.tornado(model_mod.build_model(spec), conditional=False)
+    assert "conditional" not in plain
+    p_bars = {b["input"]: b for b in plain["inputs"]}
+    assert p_bars["price"]["swing"] == 0.0
+    assert p_bars["params"]["at_p95"] == pytest.approx(
+        base * math.exp(Z95 * SIGMAS["params"]), rel=1e-5)
+
+
+def test_conditional_sweep_closed_form(key):
+    """Sweep tokens under correlations: given z_t = c, log GPU-hours ~ N(base + c sum_i b_i s_i rho_it,
+    b_o^T (R_oo - R_ot R_to) b_o) (Gaussian conditioning); quantiles within K SE of a sample quantile."""
+    spec = mcflops.load_spec(CORR)
+    m = model_mod.build_model(spec)
+    n = 1 << 15
+    vals = [1.2e12, 1.8e12]
+    out = sens.sweep(key, m, "tokens", vals, n=n)
+    assert out["conditional"]
+    names = list(SIGMAS)
+    R = _corr_matrix(names)
+    bs = np.array([SIGN[k] * SIGMAS[k] for k in names])
+    j = names.index("tokens")
+    o = [i for i in range(3) if i != j]
+    cond = R[np.ix_(o, o)] - np.outer(R[o, j], R[j, o])
+    sd = math.sqrt(bs[o] @ cond @ bs[o])
+    base = math.log(model_mod.chain(spec)["gpu_hours"])
+    for g, v in enumerate(vals):
+        c = (math.log(v) - m.centers["tokens"]) / SIGMAS["tokens"]
+        mu = base + c * float(bs @ R[:, j])
+        for k, p in (("p5", 0.05), ("p50", 0.5), ("p95", 0.95)):
+            zp = stats.norm.ppf(p)
+            se_log = sd * math.sqrt(p * (1 - p) / n) / stats.norm.pdf(zp)
+            assert abs(math.log(out[k][g]) - (mu + sd * zp)) < K * se_log, (v, k)
+    # the unconditional spread would be wider: the test tells the two apart
+    sd_plain = math.sqrt(sum(bs[i] ** 2 for i in o) + 2 * bs[o[0]] * bs[o[1]] * R[o[0], o[1]])
+    assert sd_plain - sd > 0.01
+
+
+def test_analyze_with_correlations_reports_shapley(key):
+    spec = {**CORR, "sensitivity": {"sweep": {"tokens": [1.2e12, 1.8e12]}}}
+    res = mcflops.run(spec, samples=20_000, sensitivity=True)
+    s = res.to_dict()["sensitivity"]
+    assert s["sobol"] is None and s["unused"] == ["price"]
+    assert set(s["shapley"]) == {"params", "tokens", "peak_flops"}
+    assert sum(v["effect"] for v in s["shapley"].values()) == pytest.approx(1.0, abs=1e-5)
+    assert s["shapley_info"]["correlated"] and s["tornado"]["conditional"] and s["sweeps"]["tokens"]["conditional"]
+    assert {b["input"] for b in s["tornado"]["inputs"]} == {"params", "tokens", "peak_flops"}
+    assert any("Shapley" in n for n in s["notes"])
