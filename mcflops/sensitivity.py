@@ -276,8 +276,8 @@ def analyze(res, opts: Options | None = None, *, key: jax.Array | None = None,
     elif corr_in:
         out["notes"].append(
             "correlations: make inputs dependent, and Sobol indices assume independent inputs (with dependence "
-            "the first-order indices do not add up to the variance and can exceed the totals); see the Shapley "
-            "effects instead, a partition of the variance that allows for the correlations")
+            "the first-order indices do not add up to the variance and can exceed the totals), so they are "
+            "withheld: the Shapley effects line gives the shares of the variance, correlations allowed for")
     else:
         sob = sobol(key, model, opts.output, opts.sobol_samples, progress=progress, names=names)
         out["sobol"] = sobol_table(sob["log"], names)

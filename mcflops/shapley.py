@@ -22,10 +22,10 @@ Estimator (Song et al. 2016, Algorithm 1, exact subset enumeration, N_I = 3 inne
 outer draw z ~ N(0, Sigma) and every non-empty subset J, three values of z_J given z_{-J} (z's own z_J
 and two conditional redraws; all three are i.i.d. given z_{-J}), and the unbiased sample variance of
 f at them. Per draw the subsets share the outer draw and the two noise vectors (common random
-numbers), so f is evaluated 1 + 2 (2^d - 1) times per outer draw. Each block of draws is reduced on
-the device to the sums of q = (W v, v_all) and q q^T (W: the Shapley weights; v: the per-subset
-sample variances); the effect is the ratio (W c) / c(all) and its standard error comes from the
-delta method on those i.i.d. per-draw means (as :func:`mcflops.sensitivity.sobol_indices`).
+numbers); f runs on the three together: 3 (2^d - 1) evaluations per outer draw, one trace of f. Each
+block of draws is reduced on the device to the sums of q = (W v, v_all) and q q^T (W: the Shapley
+weights; v: the per-subset sample variances); the effect is the ratio (W c) / c(all) and its standard
+error comes from the delta method on those i.i.d. per-draw means (as :func:`mcflops.sensitivity.sobol_indices`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from .model import Model, evaluate
 
 SHAPLEY_BLOCK = 1 << 13  # outer draws per keyed block (part of the algorithm: changing it changes the draws)
 SHAPLEY_OUTER = 1 << 16  # default outer draws N_O ...
-SHAPLEY_EVALS = 1 << 23  # ... fewer when N_O (1 + 2 (2^d - 1)) would exceed this many evaluations
+SHAPLEY_EVALS = 1 << 22  # ... fewer when N_O 3 (2^d - 1) would exceed this many evaluations
 MAX_INPUTS = 10  # 2^d subsets: beyond this, exact enumeration is too dear
 _ID = 0x5A1E_5B
 
@@ -125,9 +125,7 @@ def structure(Sigma: np.ndarray) -> dict[str, np.ndarray]:
 def _block(key, params, st, block, n_valid, f, names, static, size):
     """Sums of q = (W v, v_all) and q q^T over one block of outer draws (per output row)."""
     d = len(names)
-    k = jax.random.fold_in(key, _ID)
-    E = jnp.stack([engine.normals(jax.random.fold_in(jax.random.fold_in(k, engine.stable_id(n)), block), (3 * size,))
-                   for n in names]).reshape(d, 3, size)
+    E = engine.normals(jax.random.fold_in(jax.random.fold_in(key, _ID), block), (d, 3, size))  # one RNG call
     z0 = st["L"] @ E[:, 0]  # [d, size], z ~ N(0, Sigma)
     E12 = jnp.concatenate([E[:, 1], E[:, 2]], axis=1)  # [d, 2 size]
     z0two = jnp.concatenate([z0, z0], axis=1)
@@ -135,12 +133,10 @@ def _block(key, params, st, block, n_valid, f, names, static, size):
     def fz(Z):
         return f(params, {n: Z[i] for i, n in enumerate(names)}, *static)  # [m, columns]
 
-    f0 = fz(z0)  # [m, size]
-
     def per_subset(ab):
         A, B = ab
-        F = fz(A @ z0two + B @ E12)  # two conditional redraws of the subset's z given the rest
-        f1, f2 = F[:, :size], F[:, size:]
+        F = fz(jnp.concatenate([z0, A @ z0two + B @ E12], axis=1))  # z0 and two redraws of z_J given z_-J
+        f0, f1, f2 = F[:, :size], F[:, size:2 * size], F[:, 2 * size:]
         mean = (f0 + f1 + f2) / 3.0
         return 0.5 * (jnp.square(f0 - mean) + jnp.square(f1 - mean) + jnp.square(f2 - mean))  # unbiased, N_I = 3
 
@@ -158,7 +154,7 @@ def _call(key, params, st, blocks, n_valid, *, f, names, static, size):
 
 def default_outer(d: int) -> int:
     """Outer draws for d inputs: SHAPLEY_OUTER, fewer (a multiple of 1024) to stay within SHAPLEY_EVALS."""
-    return int(min(SHAPLEY_OUTER, max(1024, SHAPLEY_EVALS // (2 * (1 << d) - 1) // 1024 * 1024)))
+    return int(min(SHAPLEY_OUTER, max(1024, SHAPLEY_EVALS // (3 * ((1 << d) - 1)) // 1024 * 1024)))
 
 
 def shapley_sums(key: jax.Array, f: Callable, params: Any, names: tuple[str, ...], Sigma: np.ndarray, n: int, *,
@@ -210,10 +206,10 @@ def shapley_effects(sums: Mapping[str, Any], row: int = 0) -> dict[str, Any]:
 
 
 def _model_f(model: Model, z: Mapping[str, jax.Array], output: str) -> jax.Array:
-    """Rows: log output and output, shifted by their values at the medians (effects are shift-free)."""
+    """Rows: log output and output / its median - 1 (outputs are centred at the inputs' medians, so the
+    log output is 0 there; the effects are free of shift and scale)."""
     y = evaluate(model, z)[output]
-    y0 = evaluate(model, {k: jnp.zeros((), jnp.float32) for k in z})[output]
-    return jnp.stack([y - y0, jnp.exp(y) - jnp.exp(y0)])
+    return jnp.stack([y, jnp.expm1(y)])
 
 
 def shapley(key: jax.Array, model: Model, output: str = "gpu_hours", n: int | None = None,
@@ -227,7 +223,7 @@ def shapley(key: jax.Array, model: Model, output: str = "gpu_hours", n: int | No
     Sigma = correlation_matrix(model, names)
     plain = dataclasses.replace(model, copula=None)  # correlations enter through Sigma: one compile either way
     sums = shapley_sums(key, _model_f, plain, names, Sigma, n, static=(output,), progress=progress)
-    out: dict[str, Any] = {"names": names, "n": n, "evaluations": n * (2 * (1 << len(names)) - 1),
+    out: dict[str, Any] = {"names": names, "n": n, "evaluations": n * 3 * ((1 << len(names)) - 1),
                            "correlated": bool(np.any(Sigma != np.eye(len(names)))),
                            "seconds": time.perf_counter() - t0}
     for row, scale in enumerate(("log", "linear")):

@@ -112,7 +112,8 @@ def show_sensitivity(con, d: dict[str, Any]) -> None:
     out = d["output"]
     t = d["tornado"]
     con.print(f"[bold]{d.get('name', '')}[/bold]  sensitivity of {out}  [dim](seed {d.get('seed')})[/dim]\n")
-    tt = _table(f"Tornado: {out} with one input at its p5 / p95, the others at their medians "
+    others = "the others at their medians given it" if t.get("conditional") else "the others at their medians"
+    tt = _table(f"Tornado: {out} with one input at its p5 / p95, {others} "
                 f"(all at medians: {fmt(t['base'])})", ["input", "input p5", "input p95", f"{out} at p5",
                                                          f"{out} at p95", "swing"])
     for b in t["inputs"]:
@@ -133,6 +134,9 @@ def show_sensitivity(con, d: dict[str, Any]) -> None:
                         f"{lin[n]['total']:.3f} ± {lin[n]['total_se']:.3f}"]
             st.add_row(n, *row)
         con.print(st)
+    line = shapley_line(d)
+    if line:
+        con.print(line)
     corr = d.get("correlations") or {}
     if corr.get("prior"):
         cols = ["input", "prior Pearson (logs)", "prior Spearman"]
@@ -148,7 +152,8 @@ def show_sensitivity(con, d: dict[str, Any]) -> None:
             ct.add_row(n, *row)
         con.print(ct)
     for name, sw in (d.get("sweeps") or {}).items():
-        wt = _table(f"Sweep of {name} ({sw['samples']:,} draws of the other inputs, the same at every value)",
+        given = ", drawn given each value" if sw.get("conditional") else ""
+        wt = _table(f"Sweep of {name} ({sw['samples']:,} draws of the other inputs{given}, the same at every value)",
                     [name, "p5", "p25", "p50", "p75", "p95", "p50 vs first"])
         for i, v in enumerate(sw["values"]):
             wt.add_row(_g(v), *(fmt(sw[k][i]) for k in ("p5", "p25", "p50", "p75", "p95")),
@@ -206,16 +211,32 @@ def show_compare(con, d: dict[str, Any]) -> None:
 
 
 def brief_lines(sens: dict[str, Any] | None) -> list[str]:
-    """Two lines for `mcflops run`'s terminal output: what moves the output most (tornado, Sobol)."""
+    """Two lines for `mcflops run`'s terminal output: what moves the output most (tornado; Sobol, or Shapley
+    effects when correlations withhold Sobol)."""
     if not sens or not sens.get("tornado", {}).get("inputs"):
         return []
     out = sens["output"]
     bars = sens["tornado"]["inputs"][:4]
-    lines = [f"What moves {out} (one input at its p5 / p95, others at medians): " + ", ".join(
+    others = "others at their medians given it" if sens["tornado"].get("conditional") else "others at medians"
+    lines = [f"What moves {out} (one input at its p5 / p95, {others}): " + ", ".join(
         f"{b['input']} {fmt(min(b['at_p5'], b['at_p95']))}-{fmt(max(b['at_p5'], b['at_p95']))}" for b in bars)]
     sob = sens.get("sobol")
     if sob:
         top = sorted(sob.items(), key=lambda kv: -kv[1]["first"])[:4]
         lines.append(f"Share of the variance of log {out} (Sobol first-order): "
                      + ", ".join(f"{n} {s['first']:.2f}" for n, s in top))
+    elif sens.get("shapley"):
+        lines.append(shapley_line(sens, se=False))
     return lines
+
+
+def shapley_line(sens: dict[str, Any], se: bool = True) -> str:
+    """One line: each input's Shapley effect (share of the variance of the log output; they sum to 1)."""
+    sh = sens.get("shapley")
+    if not sh:
+        return ""
+    how = "correlated" if (sens.get("shapley_info") or {}).get("correlated") else "independent"
+    items = sorted(sh.items(), key=lambda kv: -kv[1]["effect"])
+    return (f"Shapley effects (share of Var log {sens['output']}, {how} inputs): "
+            + ", ".join(f"{n} {v['effect']:.3f} ± {v['se']:.3f}" if se else f"{n} {v['effect']:.2f}"
+                        for n, v in items))
