@@ -43,7 +43,7 @@ import numpy as np
 from . import engine
 from .model import Model, evaluate
 
-SHAPLEY_BLOCK = 1 << 13  # outer draws per keyed block (part of the algorithm: changing it changes the draws)
+SHAPLEY_BLOCK = 1 << 16  # outer draws per keyed block (part of the algorithm: changing it changes the draws)
 SHAPLEY_OUTER = 1 << 16  # default outer draws N_O ...
 SHAPLEY_EVALS = 1 << 22  # ... fewer when N_O 3 (2^d - 1) would exceed this many evaluations
 MAX_INPUTS = 10  # 2^d subsets: beyond this, exact enumeration is too dear
