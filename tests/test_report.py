@@ -380,6 +380,21 @@ def test_sensitivity_tables_and_figures_land_in_section_4(run_dir, tmp_path):
     assert html_text.count("<img") == 5
 
 
+def test_shapley_effects_and_conditional_tornado_render(run_dir, tmp_path):
+    s = json.loads((run_dir / "summary.json").read_text())
+    s["sensitivity"] = {**SENSITIVITY, "tornado": {**SENSITIVITY["tornado"], "conditional": True},
+                        "shapley": {"tokens": {"effect": 0.21, "se": 0.004}, "mfu": {"effect": 0.79, "se": 0.006}},
+                        "shapley_info": {"correlated": True, "estimator": "Song, Nelson & Staum 2016"}}
+    drv = _sections(report.render(_folder(tmp_path, s))["report.html"])["drivers"]
+    assert "MFU carries the largest share of the variance of log GPU-hours: 0.79 (the inputs are correlated" in drv
+    assert drv.index("MFU 0.790 ± 0.006") < drv.index("tokens (D) 0.210 ± 0.004")  # sorted by effect
+    assert "the others at their medians given it (the prior's correlations)" in drv
+    del s["sensitivity"]["shapley"]
+    (tmp_path / "b").mkdir()
+    drv = _sections(report.render(_folder(tmp_path / "b", s))["report.html"])["drivers"]
+    assert "Shapley" not in drv  # nothing computed, nothing shown
+
+
 def test_sensitivity_of_another_shape_still_renders(run_dir, tmp_path):
     s = json.loads((run_dir / "summary.json").read_text())
     s["sensitivity"] = {

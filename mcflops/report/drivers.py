@@ -1,4 +1,4 @@
-"""Section 4 of the report, what drives the estimate: tornado, Sobol indices, correlations, sweeps.
+"""Section 4 of the report, what drives the estimate: tornado, Sobol indices, Shapley effects, correlations, sweeps.
 
 Renders summary.json's "sensitivity" (the shape :func:`mcflops.sensitivity.analyze` gives) and, for any
 other shape, readable tables of whatever is there.
@@ -94,6 +94,7 @@ def drivers(run) -> Section:
         why = "; ".join(str(n) for n in sens.get("notes") or () if "sobol" in str(n).lower() or "correlat" in str(n))
         sec.blocks.append(missing(f"no Sobol indices in summary.json{': ' + why if why else ''}"))
     sec.blocks += figures("sobol")
+    sec.blocks += _shapley(out, sens)
     corr = sens.get("correlations")
     if isinstance(corr, Mapping) and any(isinstance(v, Mapping) for v in corr.values()):
         sec.blocks += _correlations(out, corr)
@@ -126,9 +127,38 @@ def _tornado(out: str, tor: Mapping, bars: list) -> list:
     rows = [[label(str(b.get("input"))), f"{fmt(str(b.get('input')), b.get('input_p5'))} → {fmt(out, b['at_p5'])}",
              f"{fmt(str(b.get('input')), b.get('input_p95'))} → {fmt(out, b['at_p95'])}",
              f"{100 * abs(b['at_p95'] - b['at_p5']) / base:.1f}%" if num(base) else "n/a"] for b in bars]
+    others = "at their medians given it (the prior's correlations)" if tor.get("conditional") else "at their medians"
     return [P(lead), Table(["input", f"at its p5 → {label(out)}", f"at its p95 → {label(out)}", "swing"], rows,
-                           num=frozenset({1, 2, 3}), caption="Each uncertain input at its p5 and p95, the others "
-                           "at their medians; sorted by swing (% of the all-medians value).")]
+                           num=frozenset({1, 2, 3}), caption=f"Each uncertain input at its p5 and p95, the others "
+                           f"{others}; sorted by swing (% of the all-medians value).")]
+
+
+def _shapley(out: str, sens: Mapping) -> list:
+    """Shapley effects (Owen 2014): each input's share of the output's variance, defined with correlated
+    inputs too (where Sobol indices are not); they add up to 1."""
+    info = sens.get("shapley_info") if isinstance(sens.get("shapley_info"), Mapping) else {}
+    blocks: list = []
+    for key, scale in (("shapley", f"log {label(out)}"), ("shapley_linear", label(out))):
+        recs = sens.get(key)
+        if not isinstance(recs, Mapping):
+            continue
+        recs = {k: v for k, v in recs.items() if isinstance(v, Mapping) and num(v.get("effect"))}
+        if not recs:
+            continue
+        order = sorted(recs, key=lambda k: -recs[k]["effect"])
+        rows = [[label(k), f"{recs[k]['effect']:.3f}" + (f" ± {recs[k]['se']:.3f}" if num(recs[k].get("se")) else "")]
+                for k in order]
+        if not blocks:
+            blocks.append(Sub("Shapley effects"))
+            corr = " (the inputs are correlated: these shares account for it)" if info.get("correlated") else ""
+            blocks.append(P([B(label(order[0])), f" carries the largest share of the variance of {scale}: "
+                             f"{recs[order[0]]['effect']:.2f}{corr}. Shapley effects split the variance among the "
+                             "inputs, interactions and dependence shared fairly, and add up to 1."]))
+        first = len(blocks) == 2  # the estimator is named under the first table only
+        blocks.append(Table(["input", "Shapley effect (± s.e.)"], rows, num=frozenset({1}),
+                            caption=f"Shapley effects of {scale}" + (f" ({info['estimator']})" if first and
+                                                                     info.get("estimator") else "") + "."))
+    return blocks
 
 
 def _correlations(out: str, corr: Mapping) -> list:
