@@ -44,6 +44,8 @@ from .kernel import (  # noqa: F401 (the engine's API: other modules use these n
 from .model import Model
 
 _CALLS: dict[tuple, Callable] = {}
+POOL = 1 << 22  # draws (4 blocks) whose log-weights feed the PSIS tail and the reservoir (pool_size)
+POOL_ESS = 20 * KEEP  # a pool with fewer effective draws is widened to every draw (run)
 
 
 def _one_device_per_core() -> None:
@@ -78,7 +80,8 @@ class Sums:
     log_max: float = -np.inf  # max log-likelihood over draws (the reference of post sums)
     below: np.ndarray | None = None
     inside: np.ndarray | None = None
-    top: np.ndarray | None = None  # the largest log-likelihoods, ascending (PSIS tail)
+    top: np.ndarray | None = None  # the largest log-likelihoods of the pool's draws, ascending (PSIS tail)
+    pool: int = 0  # draws the PSIS tail and the reservoir are taken from: the first ``pool`` (engine.pool_size)
     reservoir: dict[str, np.ndarray] | None = None
     blocks: int = 0
     extra: dict = field(default_factory=dict)
@@ -95,12 +98,28 @@ def psis_tail(n: int) -> int:
     return int(min(max(math.ceil(3 * math.sqrt(n)), 1), 0.2 * n))
 
 
-def _layout(model: Model, lik, n: int, size: int, sub: int, widen: int = 1) -> Layout:
-    """Static sizes for n draws; ``widen`` scales the per-sub-block top-k (0: keep every draw's key)."""
+def _kish(s0: float, s0w2: float) -> float:
+    """Kish's effective sample size (sum w)^2 / sum w^2 (summary.ess; the engine sits below summary)."""
+    return s0 * s0 / s0w2 if s0w2 > 0 else 0.0
+
+
+def pool_size(n: int, size: int = BLOCK) -> int:
+    """Draws whose log-weights feed the PSIS tail and the reservoir: the first POOL draws, in whole blocks.
+
+    Both are bounded by what they serve (KEEP posterior draws for plots and ArviZ; a Pareto fit of the
+    weights' tail, a property of their distribution), not by n: past a pool of ~4M draws they would
+    cost a third of the importance-sampling pass and change nothing. ``run`` widens the pool to every
+    draw when its effective sample size is under POOL_ESS, so the reservoir never starves."""
+    return min(n, -(-POOL // size) * size)
+
+
+def _layout(model: Model, lik, n: int, size: int, sub: int, widen: int = 1, select: bool = True) -> Layout:
+    """Static sizes for n draws; ``widen`` scales the per-sub-block top-k (0: keep every draw's key);
+    ``select=False``: blocks past the pool (no PSIS tail, no reservoir)."""
     rows, _ = distinct_rows(model)
     ktop = kres = 0
-    if lik is not None:
-        frac = min(sub, n) / n  # share of all draws in one sub-block
+    if lik is not None and select:
+        frac = min(sub, n) / n  # share of the pool's draws in one sub-block
         ktop = sub if not widen else _per_sub(widen * (psis_tail(n) + 1) * frac, sub)
         kres = sub if not widen else _per_sub(widen * min(KEEP, n) * frac, sub)
     sampled = tuple(i for i, r in enumerate(rows) if r not in model.inputs)
@@ -140,19 +159,25 @@ def init_distributed() -> bool:
 class _Merge:
     """Adds block outputs in block order (float64), keeping the running maximum of the posterior."""
 
-    def __init__(self, n: int, lay: Layout, posterior: bool):
-        self.n, self.lay, self.posterior = n, lay, posterior
+    def __init__(self, n: int, lay: Layout, posterior: bool, pool: int):
+        self.n, self.lay, self.posterior, self.pool = n, lay, posterior, pool
         self.prior: dict | None = None
         self.post: dict | None = None
         self.log_max = -np.inf
         self.below = self.inside = None
         self.first = None
-        self.m_top = psis_tail(n) + 1
+        self.m_top = psis_tail(pool) + 1
+        self.pool_ess = None  # (s0, s0w2) of the pool's weights, relative to log_max, when the pool ends
+        self.pool_blocks = -1  # blocks in the pool when it ends before the last block (set by _passes)
+        self.added = 0
         self.top = np.empty(0)
         self.res = {"key": np.empty(0), "ll": np.empty(0), "D": np.empty((len(lay.rows), 0))}
         self.cut_top = self.cut_res = -np.inf  # the largest k-th value of a sub-block that was cut
 
     def add(self, blk: dict, n_valid: int) -> None:
+        if self.posterior and self.added == self.pool_blocks:  # every pool block is in: its weights' ESS
+            self.pool_ess = (float(self.post["s0"]), float(self.post["s0w2"])) if self.post is not None else (0.0, 0.0)
+        self.added += 1
         prior = {k: np.asarray(v, np.float64) for k, v in blk["prior"].items()}
         self.prior = prior if self.prior is None else {k: self.prior[k] + prior[k] for k in prior}
         if self.first is None:
@@ -173,6 +198,8 @@ class _Merge:
                 self.post = {k: self.post[k] * (a * a if k == "s0w2" else a) + post[k] * (c * c if k == "s0w2" else c)
                              for k in post}
                 self.log_max = new_max
+        if "top" not in blk:  # a block past the pool: no PSIS tail, no reservoir
+            return
         sub = self.lay.sub
         counts = np.clip(n_valid - sub * np.arange(self.lay.nsub), 0, sub)
         top, rkey = np.asarray(blk["top"], np.float64), np.asarray(blk["rkey"], np.float64)
@@ -183,7 +210,7 @@ class _Merge:
             self.cut_res = max(self.cut_res, float(np.max(rkey[full_r, -1])))
         t = np.concatenate([self.top, top[counts > 0].reshape(-1)])
         self.top = np.sort(t)[-self.m_top:]
-        keep = min(KEEP, self.n)
+        keep = min(KEEP, self.pool)
         cand_key = np.concatenate([self.res["key"], rkey[counts > 0].reshape(-1)])
         cand_ll = np.concatenate([self.res["ll"], np.asarray(blk["rll"], np.float64)[counts > 0].reshape(-1)])
         rD = np.asarray(blk["rD"], np.float64)[counts > 0]  # [S, Q, k]
@@ -197,7 +224,7 @@ class _Merge:
             return True
         ok_top = self.cut_top == -np.inf or (self.top.size >= self.m_top and self.cut_top <= self.top[0])
         keys = self.res["key"]
-        ok_res = self.cut_res == -np.inf or (keys.size >= min(KEEP, self.n) and self.cut_res < keys[-1])
+        ok_res = self.cut_res == -np.inf or (keys.size >= min(KEEP, self.pool) and self.cut_res < keys[-1])
         return bool(ok_top and ok_res)
 
 
@@ -215,17 +242,11 @@ def _expand(d: dict[str, np.ndarray], where: tuple[int, ...]) -> dict[str, np.nd
     return out
 
 
-def _pass(key, model, lik, n, lay, lo, inv, below, blocks_per_call, progress) -> _Merge:
-    """One pass over n draws: calls of ``blocks_per_call`` blocks per device, summed in block order."""
+def _pass(key, model, lik, n, segments, lo, inv, below, blocks_per_call, progress, merge: _Merge,
+          nblocks: int) -> None:
+    """Blocks of n draws in ``segments`` [(layout, b0, b1), ...]: calls of ``blocks_per_call`` blocks per device,
+    added to ``merge`` in block order (the next call is dispatched before the previous one is added)."""
     ndev = jax.device_count()
-    fn = _call(lay, ndev)
-    bpc = -(-max(1, blocks_per_call) // lay.batch) * lay.batch  # whole batches only (no remainder program)
-    per_call = bpc * ndev
-    # device d takes blocks start + d, start + d + ndev, ...: the last, partial call stays balanced
-    order = np.arange(per_call).reshape(bpc, ndev).T.reshape(-1)  # call position -> offset of its block
-    back = np.argsort(order)  # block offset -> call position
-    nblocks = -(-n // lay.size)
-    merge = _Merge(n, lay, lik is not None)
     lo32, inv32 = jnp.asarray(np.asarray(lo, np.float32)), jnp.asarray(np.asarray(inv, np.float32))
     multi = jax.process_count() > 1
     if multi:
@@ -237,28 +258,47 @@ def _pass(key, model, lik, n, lay, lo, inv, below, blocks_per_call, progress) ->
         to_global = lambda a: jax.make_array_from_callback(a.shape, sharding, lambda i: a[i])
 
     def finish(p):
-        start, nv, out = p
+        end, nv, back, out = p
         out = multihost_utils.process_allgather(out, tiled=True) if multi else jax.device_get(out)
-        for k in range(per_call):
-            j = back[k]
-            if nv[j] > 0:
+        for j in back:  # call positions in block order
+            if nv[j] > 0:  # blocks past the segment (or n) have none
                 merge.add(jax.tree.map(lambda a, j=j: a[j], out), int(nv[j]))
         if progress is not None:
-            progress(min(start + per_call, nblocks), nblocks)
+            progress(end, nblocks)
 
     pending = None
-    for start in range(0, nblocks, per_call):
-        ids = start + order.astype(np.int64)
-        nv = np.clip(n - ids * lay.size, 0, lay.size).astype(np.int32)
-        args = (ids.astype(np.uint32), nv)
-        if multi:
-            args = tuple(to_global(a) for a in args)
-        out = fn(key, model, lik, lo32, inv32, below, *args)
-        if pending is not None:  # overlap: add the previous call's sums while this one runs
-            finish(pending)
-        pending = (start, nv, out)
+    for lay, b0, b1 in segments:
+        fn = _call(lay, ndev)
+        bpc = -(-max(1, blocks_per_call) // lay.batch) * lay.batch  # whole batches only (no remainder program)
+        per_call = bpc * ndev
+        # device d takes blocks start + d, start + d + ndev, ...: the last, partial call stays balanced
+        order = np.arange(per_call).reshape(bpc, ndev).T.reshape(-1)  # call position -> offset of its block
+        back = np.argsort(order)  # block offset -> call position
+        for start in range(b0, b1, per_call):
+            ids = start + order.astype(np.int64)
+            nv = np.where(ids < b1, np.clip(n - ids * lay.size, 0, lay.size), 0).astype(np.int32)
+            args = (ids.astype(np.uint32), nv)
+            if multi:
+                args = tuple(to_global(a) for a in args)
+            out = fn(key, model, lik, lo32, inv32, below, *args)
+            if pending is not None:  # overlap: add the previous call's sums while this one runs
+                finish(pending)
+            pending = (min(start + per_call, b1), nv, back, out)
     if pending is not None:
         finish(pending)
+
+
+def _passes(key, model, lik, n, size, sub, lo, inv, below, blocks_per_call, progress, pool: int,
+            widen: int) -> _Merge:
+    """Every block once: the pool's blocks with the PSIS tail and the reservoir, the rest without."""
+    lay = _layout(model, lik, pool, size, sub, widen)
+    nblocks, pblocks = -(-n // size), -(-pool // size)
+    merge = _Merge(n, lay, lik is not None, pool)
+    segments = [(lay, 0, pblocks)]
+    if pblocks < nblocks:
+        segments.append((_layout(model, lik, pool, size, sub, widen, select=False), pblocks, nblocks))
+        merge.pool_blocks = pblocks
+    _pass(key, model, lik, n, segments, lo, inv, below, blocks_per_call, progress, merge, nblocks)
     return merge
 
 
@@ -284,17 +324,20 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     rows, where = distinct_rows(model)
     q = len(rows)
     below = lik.target if lik is not None else None
-    lay = _layout(model, lik, n, size, sub)
     lo, hi = ranges(model, rows)
     span = np.maximum(hi - lo, 1e-6)
     lo = lo - 0.01 * span  # a margin for float32 rounding
     width = 1.02 * span / NBINS
+    pool = pool_size(n, size) if lik is not None else n
     for widen in (1, 8, 64, 0):  # the per-sub-block top-k sizes are a guess; widen them if one was cut short
-        if widen != 1:
-            lay = _layout(model, lik, n, size, sub, widen)
-        merge = _pass(key, model, lik, n, lay, lo, 1.0 / width, below, blocks_per_call, progress)
+        merge = _passes(key, model, lik, n, size, sub, lo, 1.0 / width, below, blocks_per_call, progress, pool, widen)
+        if merge.pool_ess is not None and _kish(*merge.pool_ess) < POOL_ESS:
+            pool = n  # too few effective draws in the pool for the reservoir and the tail fit: use every draw
+            merge = _passes(key, model, lik, n, size, sub, lo, 1.0 / width, below, blocks_per_call, progress, pool,
+                            widen)
         if merge.exact():
             break
+    lay = merge.lay
     hist = np.empty((q, NBINS + 2))
     for r, name in enumerate(rows):  # inputs: n times the exact probability of each bin
         hist[r] = merge.prior["hist"][lay.sampled.index(r)] if r in lay.sampled else \
@@ -311,12 +354,12 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     ix = np.asarray(where)
     sums = Sums(n=n, names=model.names, lo=lo[ix], width=width[ix], prior=_expand(merge.prior, where),
                 first=merge.first[ix][:, : min(KEEP, n)], blocks=-(-n // size))
-    sums.extra.update(rows=rows, widened=widen)
+    sums.extra.update(rows=rows, widened=widen, pool=pool)
     if lik is not None:
         sums.post = _expand(merge.post, where) if merge.post is not None else None
         sums.log_max = merge.log_max
         sums.below, sums.inside = merge.below, merge.inside
-        sums.top = merge.top
+        sums.top, sums.pool = merge.top, pool
         r = merge.res
         sums.reservoir = {"key": r["key"], "ll": r["ll"], "D": r["D"][ix]}
     return sums

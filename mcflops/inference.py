@@ -256,11 +256,13 @@ def attach_posterior(res, lik, method: str = "auto", *, sampler: Callable | None
         raise _no_draw_error(res, lik)
     key = jax.random.key(res.seed)
     stats, n_eff = importance_posterior(sums, m.centers)
-    khat = psis.khat_from_top(sums.top, sums.n)
+    khat = psis.khat_from_top(sums.top, sums.pool or sums.n)  # the tail of the pool's weights (engine.pool_size)
     why = poor_reasons(khat, n_eff, stats, sums)
     for line in conflicts(res):
         res.notes.append(f"{line}: the posterior rests on the tail of the prior")
     is_diag = {"ess": n_eff, "ess_fraction": n_eff / sums.n, "pareto_k": khat, "draws": sums.n}
+    pool = {"pareto_k_draws": sums.pool} if 0 < sums.pool < sums.n else {}  # k-hat and reservoir from the first draws
+    is_diag.update(pool)
     use_nuts = method == "nuts" or (method == "auto" and bool(why))
     if use_nuts and sampler is None:
         res.notes.append("WARNING: NumPyro is not installed, so NUTS cannot run; the posterior below is importance "
@@ -291,7 +293,7 @@ def attach_posterior(res, lik, method: str = "auto", *, sampler: Callable | None
                              "(R-hat should be < 1.01 and divergences 0: Vehtari et al. 2021)")
     else:
         out = {"method": "importance", "ess": n_eff, "ess_fraction": n_eff / sums.n, "pareto_k": khat,
-               "chains": 1}
+               "chains": 1, **pool}
         post_d = reservoir_draws(sums, key)
         if why:
             res.notes.append(f"WARNING: importance sampling is poor here ({'; '.join(why)}): the posterior below "

@@ -127,8 +127,8 @@ class Layout:
     sampled: tuple[int, ...] = ()  # rows whose prior histogram is counted (inputs' is known exactly)
     nbins: int = NBINS
     keep: int = KEEP  # prior draws kept (the first of block 0)
-    ktop: int = 0  # largest log-likelihoods kept per sub-block (0: no observations)
-    kres: int = 0  # largest Gumbel keys kept per sub-block
+    ktop: int = 0  # largest log-likelihoods kept per sub-block (0: none: no observations, or a block past the pool)
+    kres: int = 0  # largest Gumbel keys kept per sub-block (0 with ktop)
     batch: int = 1  # blocks computed side by side (vmapped) in a call: 1 on CPU, a few on GPUs
 
     @property
@@ -175,7 +175,8 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
     """Reduce one block of draws to fixed-size sums (on the device, under jit)."""
     sub, q, nb = lay.sub, len(lay.rows), lay.nbins
     names = tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const")
-    ids = [stable_id(n) for n in names] + ([_GUMBEL_ID] if lik is not None else [])
+    select = lik is not None and lay.ktop > 0  # this block is in the pool of the PSIS tail and the reservoir
+    ids = [stable_id(n) for n in names] + ([_GUMBEL_ID] if select else [])
     K = None
     if ids:  # every stream's key words at once (vmapped: one Threefry graph, not one per stream)
         words = jax.vmap(lambda i: _words(jax.random.fold_in(jax.random.fold_in(key, i), block)))
@@ -190,8 +191,9 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
     if lik is not None:
         no = len(lik.names)
         acc.update(post={**mom0, "hist": jnp.zeros((q * (nb + 2),), f32), "s0w2": jnp.zeros((), f32)},
-                   m=jnp.full((), -jnp.inf, f32), below=jnp.zeros((no,), f32), inside=jnp.zeros((no,), f32),
-                   top=jnp.full((lay.nsub, lay.ktop), -jnp.inf, f32),
+                   m=jnp.full((), -jnp.inf, f32), below=jnp.zeros((no,), f32), inside=jnp.zeros((no,), f32))
+    if select:
+        acc.update(top=jnp.full((lay.nsub, lay.ktop), -jnp.inf, f32),
                    rkey=jnp.full((lay.nsub, lay.kres), -jnp.inf, f32),
                    rll=jnp.full((lay.nsub, lay.kres), -jnp.inf, f32),
                    rD=jnp.zeros((lay.nsub, q, lay.kres), f32))
@@ -255,6 +257,8 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
             ph = ph.at[idx[r]].add(w, mode="promise_in_bounds")
         post["hist"] = ph
         new["post"], new["m"] = post, m
+        if not select:
+            return new
         new["top"] = jax.lax.dynamic_update_index_in_dim(acc["top"], _top(ll, lay.ktop)[0], s, 0)
         # Gumbel-top-k: the largest ll + Gumbel noise are a weighted sample without replacement
         # (Efraimidis & Spirakis 2006; Kool et al. 2019), mergeable by taking the largest again.

@@ -42,6 +42,7 @@ _CHILD = textwrap.dedent("""
     m = model_mod.build_model(spec)
     lik = engine.build_likelihood(spec, m)
     out = {"devices": jax.device_count()}
+    engine.POOL = int(sys.argv[3])  # the PSIS tail and reservoir pool ends inside the run
     for bpc in (1, 3):
         s = engine.run(jax.random.key(11), m, lik, int(sys.argv[2]), size=1 << 14, sub=1 << 12, blocks_per_call=bpc)
         flat = {"lo": s.lo, "width": s.width, "first": s.first, "top": s.top, "below": s.below,
@@ -54,10 +55,11 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def _child(devices: int, n: int) -> dict:
+def _child(devices: int, n: int, pool: int) -> dict:
     env = {**os.environ, "JAX_PLATFORMS": "cpu",
            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
-    out = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(SPEC), str(n)], capture_output=True, check=False,
+    out = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(SPEC), str(n), str(pool)], capture_output=True,
+                         check=False,
                          text=True, timeout=300, env=env, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -65,7 +67,8 @@ def _child(devices: int, n: int) -> dict:
 
 def test_same_sums_for_any_device_count_and_blocks_per_call():
     n = 7 * (1 << 14) + 1234  # 8 blocks of 4 sub-blocks, the last one partial: uneven over 4 devices
-    one, four = _child(1, n), _child(4, n)
+    pool = 3 * (1 << 14)  # blocks 0-2 keep the PSIS tail and the reservoir, 3-7 do not
+    one, four = _child(1, n, pool), _child(4, n, pool)
     assert one["devices"] == 1 and four["devices"] == 4
     ref = one["1"]
     for got in (one["3"], four["1"], four["3"]):
@@ -153,3 +156,35 @@ def test_input_exp_moments_are_exact():
         # the table interpolates log F^-1(Phi(z)) linearly; a point mass becomes a steep cell (1e-4 here)
         assert e[0] == pytest.approx(d.mean(), rel=rel), name
         assert e[1] == pytest.approx(d.std() ** 2 + d.mean() ** 2, rel=2 * rel), name
+
+
+def test_pool_feeds_the_tail_and_reservoir_and_leaves_the_sums_alone(key, monkeypatch):
+    """Past the pool (engine.pool_size) blocks skip the PSIS tail and the reservoir: those are the exact
+    largest over the pool's draws, and every sum equals a run whose pool is every draw."""
+    size, sub, n = 1 << 14, 1 << 12, 4 * (1 << 14) - 321
+    spec = mcflops.load_spec(SPEC)
+    m = model_mod.build_model(spec)
+    lik = engine.build_likelihood(spec, m)
+    monkeypatch.setattr(engine, "POOL_ESS", 0)
+    full = engine.run(key, m, lik, n, size=size, sub=sub)
+    monkeypatch.setattr(engine, "POOL", 2 * size)
+    part = engine.run(key, m, lik, n, size=size, sub=sub)
+    assert full.pool == n and part.pool == 2 * size
+    for which in ("prior", "post"):
+        for k, v in getattr(full, which).items():  # another compiled program: equal to float32 rounding
+            np.testing.assert_allclose(getattr(part, which)[k], v, rtol=2e-6, atol=1e-9, err_msg=f"{which}.{k}")
+    # the pool's draws, recomputed block by block outside the engine
+    ll, keys = [], []
+    for b in range(2):
+        z = engine.draw_z(key, m, np.uint32(b), size)
+        v = {k: jnp.asarray(x, jnp.float32) for k, x in model_mod.evaluate(m, z).items()}
+        ll.append(np.asarray(engine.log_likelihood(lik, v), np.float64))
+        g = jax.random.fold_in(jax.random.fold_in(key, engine._GUMBEL_ID), b)
+        u = _rng.uniform_from_bits(_rng.bits(g, (size,)))
+        keys.append(ll[-1] + np.asarray(-jnp.log(-jnp.log(u)), np.float64))
+    ll, keys = np.concatenate(ll), np.concatenate(keys)
+    np.testing.assert_allclose(part.top, np.sort(ll)[-(engine.psis_tail(2 * size) + 1):], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(part.reservoir["key"], np.sort(keys)[::-1][: engine.KEEP], rtol=1e-5, atol=1e-4)
+    # a pool with too few effective draws for the reservoir is widened to every draw
+    monkeypatch.setattr(engine, "POOL_ESS", 10 * n)
+    assert engine.run(key, m, lik, n, size=size, sub=sub).pool == n
