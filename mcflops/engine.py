@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import jax
@@ -133,6 +133,27 @@ def _call(lay: Layout, ndev: int) -> Callable:
     if k not in _CALLS:
         _CALLS[k] = make_call(lay, ndev)
     return _CALLS[k]
+
+
+def sum_blocks(call: Callable[[jax.Array, jax.Array], Mapping], n: int, size: int, blocks_per_call: int,
+               progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 sums, in block order, of the ``"s"`` and ``"ss"`` outputs of ``call(block_ids, n_valid)`` over
+    the ceil(n / size) keyed blocks of n draws (the Sobol and Shapley passes). Calls take ``blocks_per_call``
+    blocks, the remainder one at a time: two compiled shapes at most."""
+    nblocks = -(-n // size)
+    full = nblocks - nblocks % blocks_per_call
+    starts = [(b, blocks_per_call) for b in range(0, full, blocks_per_call)] + [(b, 1) for b in range(full, nblocks)]
+    s = ss = None
+    for start, count in starts:
+        ids = np.arange(start, start + count, dtype=np.uint32)
+        nv = np.minimum(n - ids.astype(np.int64) * size, size).astype(np.int32)
+        out = jax.device_get(call(jnp.asarray(ids), jnp.asarray(nv)))
+        for j in range(len(ids)):
+            bs, bss = np.asarray(out["s"][j], np.float64), np.asarray(out["ss"][j], np.float64)
+            s, ss = (bs, bss) if s is None else (s + bs, ss + bss)
+        if progress is not None:
+            progress(start + count, nblocks)
+    return s, ss
 
 
 def init_distributed() -> bool:

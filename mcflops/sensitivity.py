@@ -182,20 +182,8 @@ def sobol_sums(key: jax.Array, f: Callable, params: Any, names: tuple[str, ...],
     (a module-level function and a tuple): they key the jit compile, one per structure (calls take
     ``blocks_per_call`` blocks, the remainder one at a time: two shapes at most).
     """
-    nblocks = -(-n // size)
-    full = nblocks - nblocks % blocks_per_call
-    starts = [(b, blocks_per_call) for b in range(0, full, blocks_per_call)] + [(b, 1) for b in range(full, nblocks)]
-    s = ss = None
-    for start, count in starts:
-        ids = np.arange(start, start + count, dtype=np.uint32)
-        nv = np.minimum(n - ids.astype(np.int64) * size, size).astype(np.int32)
-        out = jax.device_get(_sobol_call(key, params, jnp.asarray(ids), jnp.asarray(nv), f=f, names=tuple(names),
-                                         static=tuple(static), size=size))
-        for j in range(len(ids)):
-            bs, bss = np.asarray(out["s"][j], np.float64), np.asarray(out["ss"][j], np.float64)
-            s, ss = (bs, bss) if s is None else (s + bs, ss + bss)
-        if progress is not None:
-            progress(start + count, nblocks)
+    call = partial(_sobol_call, key, params, f=f, names=tuple(names), static=tuple(static), size=size)
+    s, ss = engine.sum_blocks(call, n, size, blocks_per_call, progress)
     return {"n": n, "names": tuple(names), "s": s, "ss": ss}
 
 

@@ -170,20 +170,8 @@ def shapley_sums(key: jax.Array, f: Callable, params: Any, names: tuple[str, ...
         raise ValueError(f"Shapley effects by exact enumeration need 1 to {MAX_INPUTS} inputs, got {d}")
     st = {k: jnp.asarray(v) for k, v in structure(np.asarray(Sigma, np.float64)).items()}
     size = min(size, max(1024, n))
-    nblocks = -(-n // size)
-    full = nblocks - nblocks % blocks_per_call
-    starts = [(b, blocks_per_call) for b in range(0, full, blocks_per_call)] + [(b, 1) for b in range(full, nblocks)]
-    s = ss = None
-    for start, count in starts:
-        ids = np.arange(start, start + count, dtype=np.uint32)
-        nv = np.minimum(n - ids.astype(np.int64) * size, size).astype(np.int32)
-        out = jax.device_get(_call(key, params, st, jnp.asarray(ids), jnp.asarray(nv), f=f, names=tuple(names),
-                                   static=tuple(static), size=size))
-        for j in range(len(ids)):
-            bs, bss = np.asarray(out["s"][j], np.float64), np.asarray(out["ss"][j], np.float64)
-            s, ss = (bs, bss) if s is None else (s + bs, ss + bss)
-        if progress is not None:
-            progress(start + count, nblocks)
+    call = partial(_call, key, params, st, f=f, names=tuple(names), static=tuple(static), size=size)
+    s, ss = engine.sum_blocks(call, n, size, blocks_per_call, progress)
     return {"n": n, "names": tuple(names), "s": s, "ss": ss}
 
 
