@@ -83,11 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
 def _sens_parsers(sub, common) -> None:
     """`sensitivity`, `plan` and `compare` (issue 4)."""
     out_help = "also write <command>.json and the figures (PNG) into this folder (created if missing)"
-    se = sub.add_parser("sensitivity", help="what moves the estimate: tornado, Sobol indices, correlations, sweeps",
+    se = sub.add_parser("sensitivity", help="what moves the estimate: tornado, Sobol and Shapley indices, "
+                        "correlations, sweeps",
                         description="Which input moves the output most: a tornado (each input at its p5 and p95, the "
-                        "others at their medians), Sobol first-order and total indices (Saltelli sampling, Jansen "
-                        "estimators, with standard errors) on log output and on the output, rank correlations (under "
-                        "the posterior too when the file observes something), and sweeps of one input.")
+                        "others at their medians, given it when the file declares correlations), Sobol first-order "
+                        "and total indices (Saltelli sampling, Jansen estimators, with standard errors) on log output "
+                        "and on the output, Shapley effects (variance shares that hold for correlated inputs too), "
+                        "rank correlations (under the posterior too when the file observes something), and sweeps "
+                        "of one input.")
     common(se, out=False)
     se.add_argument("--out", help=out_help)
     se.add_argument("--output", help="the output to analyse (default: the file's sensitivity.output, else gpu_hours)")
