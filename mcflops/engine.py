@@ -44,7 +44,7 @@ from .kernel import (  # noqa: F401 (the engine's API: other modules use these n
 from .model import Model
 
 _CALLS: dict[tuple, Callable] = {}
-POOL = 1 << 21  # draws (2 blocks) whose log-weights feed the PSIS tail and the reservoir (pool_size)
+POOL = 1 << 20  # draws (at least) whose log-weights feed the PSIS tail and the reservoir (pool_subblocks)
 POOL_ESS = 20 * KEEP  # a pool with fewer effective draws is widened to every draw (run)
 
 
@@ -81,7 +81,7 @@ class Sums:
     below: np.ndarray | None = None
     inside: np.ndarray | None = None
     top: np.ndarray | None = None  # the largest log-likelihoods of the pool's draws, ascending (PSIS tail)
-    pool: int = 0  # draws the PSIS tail and the reservoir are taken from: the first ``pool`` (engine.pool_size)
+    pool: int = 0  # draws the PSIS tail and the reservoir are taken from (engine.pool_subblocks)
     reservoir: dict[str, np.ndarray] | None = None
     blocks: int = 0
     extra: dict = field(default_factory=dict)
@@ -103,29 +103,37 @@ def _kish(s0: float, s0w2: float) -> float:
     return s0 * s0 / s0w2 if s0w2 > 0 else 0.0
 
 
-def pool_size(n: int, size: int = BLOCK) -> int:
-    """Draws whose log-weights feed the PSIS tail and the reservoir: the first POOL draws, in whole blocks.
+def pool_subblocks(n: int, size: int = BLOCK, sub: int = SUB) -> tuple[int, int]:
+    """(p, draws): the PSIS tail and the reservoir come from the first p sub-blocks of ``sub`` draws of every
+    block, p the fewest that hold POOL draws over the run's blocks; ``draws`` is how many that is.
 
     Both are bounded by what they serve (KEEP posterior draws for plots and ArviZ; a Pareto fit of the
-    weights' tail, a property of their distribution), not by n: past a pool of ~2M draws they would
-    cost a third of the importance-sampling pass and change nothing. ``run`` widens the pool to every
-    draw when its effective sample size is under POOL_ESS, so the reservoir never starves."""
-    return min(n, -(-POOL // size) * size)
+    weights' tail, a property of their distribution), not by n: past a pool of ~1M draws they would cost
+    a third of the importance-sampling pass and change nothing. The pool is a prefix of every block, so
+    every block costs the same and devices stay balanced. ``run`` widens it to every draw when its
+    effective sample size is under POOL_ESS, so the reservoir never starves."""
+    nblocks, nsub = -(-n // size), size // sub
+    p = min(nsub, -(-POOL // (nblocks * sub)))
+    if p == nsub:
+        return p, n
+    last = n - (nblocks - 1) * size
+    return p, (nblocks - 1) * p * sub + min(last, p * sub)
 
 
-def _layout(model: Model, lik, n: int, size: int, sub: int, widen: int = 1, select: bool = True) -> Layout:
-    """Static sizes for n draws; ``widen`` scales the per-sub-block top-k (0: keep every draw's key);
-    ``select=False``: blocks past the pool (no PSIS tail, no reservoir)."""
+def _layout(model: Model, lik, pool: int, size: int, sub: int, rsub: int, psub: int, widen: int = 1) -> Layout:
+    """Static sizes of a pass whose pool (``psub`` sub-blocks per block) holds ``pool`` draws; ``widen``
+    scales the per-sub-block top-k (0: keep every draw's key)."""
     rows, _ = distinct_rows(model)
     ktop = kres = 0
-    if lik is not None and select:
-        frac = min(sub, n) / n  # share of the pool's draws in one sub-block
-        ktop = sub if not widen else _per_sub(widen * (psis_tail(n) + 1) * frac, sub)
-        kres = sub if not widen else _per_sub(widen * min(KEEP, n) * frac, sub)
+    if lik is not None and psub:
+        frac = min(sub, pool) / pool  # share of the pool's draws in one sub-block
+        ktop = sub if not widen else _per_sub(widen * (psis_tail(pool) + 1) * frac, sub)
+        kres = sub if not widen else _per_sub(widen * min(KEEP, pool) * frac, sub)
     sampled = tuple(i for i, r in enumerate(rows) if r not in model.inputs)
     batch = 1 if jax.devices()[0].platform == "cpu" else GPU_BATCH
-    return Layout(size=size, sub=sub, rows=rows, sampled=sampled, keep=min(KEEP, sub), ktop=ktop, kres=kres,
-                  batch=batch)
+    first = sub if psub else rsub  # the kept prior draws come from the block's first sub-block
+    return Layout(size=size, sub=sub, rows=rows, sampled=sampled, keep=min(KEEP, first), ktop=ktop, kres=kres,
+                  batch=batch, psub=psub if lik is not None else 0, rsub=rsub)
 
 
 def _call(lay: Layout, ndev: int) -> Callable:
@@ -188,17 +196,18 @@ class _Merge:
         self.below = self.inside = None
         self.first = None
         self.m_top = psis_tail(pool) + 1
-        self.pool_ess = None  # (s0, s0w2) of the pool's weights, relative to log_max, when the pool ends
-        self.pool_blocks = -1  # blocks in the pool when it ends before the last block (set by _passes)
-        self.added = 0
+        self.pool_w = np.zeros(2)  # the pool's sum w and sum w^2, relative to pool_max (its ESS: pool_ess)
+        self.pool_max = -np.inf
         self.top = np.empty(0)
         self.res = {"key": np.empty(0), "ll": np.empty(0), "D": np.empty((len(lay.rows), 0))}
         self.cut_top = self.cut_res = -np.inf  # the largest k-th value of a sub-block that was cut
 
+    @property
+    def pool_ess(self) -> float:
+        """Kish's effective sample size of the pool's weights."""
+        return _kish(*self.pool_w)
+
     def add(self, blk: dict, n_valid: int) -> None:
-        if self.posterior and self.added == self.pool_blocks:  # every pool block is in: its weights' ESS
-            self.pool_ess = (float(self.post["s0"]), float(self.post["s0w2"])) if self.post is not None else (0.0, 0.0)
-        self.added += 1
         prior = {k: np.asarray(v, np.float64) for k, v in blk["prior"].items()}
         self.prior = prior if self.prior is None else {k: self.prior[k] + prior[k] for k in prior}
         if self.first is None:
@@ -219,8 +228,14 @@ class _Merge:
                 self.post = {k: self.post[k] * (a * a if k == "s0w2" else a) + post[k] * (c * c if k == "s0w2" else c)
                              for k in post}
                 self.log_max = new_max
-        if "top" not in blk:  # a block past the pool: no PSIS tail, no reservoir
+        if "top" not in blk:  # no pool: no PSIS tail, no reservoir
             return
+        s0, s0w2, m = map(float, np.asarray(blk["pool"], np.float64))  # this block's pool sub-blocks' weights
+        if np.isfinite(m):
+            new_max = max(m, self.pool_max)
+            a, c = math.exp(self.pool_max - new_max), math.exp(m - new_max)
+            self.pool_w = self.pool_w * [a, a * a] + np.array([s0 * c, s0w2 * c * c])
+            self.pool_max = new_max
         sub = self.lay.sub
         counts = np.clip(n_valid - sub * np.arange(self.lay.nsub), 0, sub)
         top, rkey = np.asarray(blk["top"], np.float64), np.asarray(blk["rkey"], np.float64)
@@ -309,38 +324,37 @@ def _pass(key, model, lik, n, segments, lo, inv, below, blocks_per_call, progres
         finish(pending)
 
 
-def _passes(key, model, lik, n, size, sub, lo, inv, below, blocks_per_call, progress, pool: int,
+def _passes(key, model, lik, n, size, sub, rsub, lo, inv, below, blocks_per_call, progress, psub: int, pool: int,
             widen: int) -> _Merge:
-    """Every block once: the pool's blocks with the PSIS tail and the reservoir, the rest without."""
-    lay = _layout(model, lik, pool, size, sub, widen)
-    nblocks, pblocks = -(-n // size), -(-pool // size)
+    """Every block once, each its pool sub-blocks (PSIS tail, reservoir) first: one compiled program."""
+    lay = _layout(model, lik, pool, size, sub, rsub, psub, widen)
     merge = _Merge(n, lay, lik is not None, pool)
-    segments = [(lay, 0, pblocks)]
-    if pblocks < nblocks:
-        # past the pool, half-size sub-blocks on a CPU: no top-k there to amortise, and the posterior's wider
-        # intermediates (weights, e^d of every row) then stay in L2 (1e7 draws: 0.285 -> 0.269 s, medians of 12)
-        rest = sub // 2 if sub < size and sub % 2 == 0 else sub
-        segments.append((_layout(model, lik, pool, size, rest, widen, select=False), pblocks, nblocks))
-        merge.pool_blocks = pblocks
-    _pass(key, model, lik, n, segments, lo, inv, below, blocks_per_call, progress, merge, nblocks)
+    nblocks = -(-n // size)
+    _pass(key, model, lik, n, [(lay, 0, nblocks)], lo, inv, below, blocks_per_call, progress, merge, nblocks)
     return merge
 
 
 def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_per_call: int | None = None,
-        size: int = BLOCK, sub: int | None = None, progress: Callable[[int, int], None] | None = None) -> Sums:
+        size: int = BLOCK, sub: int | None = None, rsub: int | None = None,
+        progress: Callable[[int, int], None] | None = None) -> Sums:
     """Draw n samples in blocks of ``size`` and return their float64 sums (the engine's one entry point).
 
     ``blocks_per_call`` blocks go to each device per compiled call (default: 16 on CPU, 32 on GPU; fewer
     calls cost less: 1e7 draws on 2 CPU devices took 0.188 s with 4, 0.170 s with 16, best of 6);
-    ``sub`` is the sub-block size (default ``SUB``). Neither changes the draws; the sums are
-    bit-identical for any ``blocks_per_call`` and any number of devices (given ``sub``).
+    ``sub`` is the sub-block size (default ``SUB``; with observations that of the pool's sub-blocks, the
+    rest of a block in sub-blocks of ``rsub``: by default half that on a CPU, the whole rest on a GPU). None
+    changes the draws; the sums are bit-identical for any ``blocks_per_call`` and any number of devices
+    (given ``sub`` and ``rsub``).
     """
     if n < 1:
         raise ValueError(f"expected at least one draw, got n={n}")
     gpu = jax.devices()[0].platform != "cpu"
     # CPU: sub-blocks that stay in cache, one block at a time. GPU: whole blocks, several side by side
     # (kernels of 2^20 x batch elements); batch is fixed so that sums do not depend on the call size.
-    sub = min(sub or (size if gpu else SUB), size)
+    # With observations a block starts with its pool sub-blocks (top-k selections): on a GPU 2^16 draws each and
+    # the rest of the block at once; on a CPU half-size sub-blocks after the pool (no top-k there to amortise,
+    # and the posterior's wider intermediates stay in L2: 1e7 draws 0.285 -> 0.269 s, medians of 12).
+    sub = min(sub or (size if gpu and lik is None else (1 << 16) if gpu else SUB), size)
     if size % sub:
         raise ValueError(f"block size {size} is not a multiple of the sub-block size {sub}")
     if blocks_per_call is None:
@@ -352,13 +366,22 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     span = np.maximum(hi - lo, 1e-6)
     lo = lo - 0.01 * span  # a margin for float32 rounding
     width = 1.02 * span / NBINS
-    pool = pool_size(n, size) if lik is not None else n
+    psub, pool = pool_subblocks(n, size, sub) if lik is not None else (0, n)
+
+    def rest(psub: int) -> int:
+        if psub * sub >= size or lik is None:
+            return sub
+        if rsub:
+            return rsub
+        return size - psub * sub if gpu else sub // 2 if sub % 2 == 0 and sub > 1 else sub
+
     for widen in (1, 8, 64, 0):  # the per-sub-block top-k sizes are a guess; widen them if one was cut short
-        merge = _passes(key, model, lik, n, size, sub, lo, 1.0 / width, below, blocks_per_call, progress, pool, widen)
-        if merge.pool_ess is not None and _kish(*merge.pool_ess) < POOL_ESS:
-            pool = n  # too few effective draws in the pool for the reservoir and the tail fit: use every draw
-            merge = _passes(key, model, lik, n, size, sub, lo, 1.0 / width, below, blocks_per_call, progress, pool,
-                            widen)
+        merge = _passes(key, model, lik, n, size, sub, rest(psub), lo, 1.0 / width, below, blocks_per_call, progress,
+                        psub, pool, widen)
+        if pool < n and merge.pool_ess < POOL_ESS:
+            psub, pool = size // sub, n  # too few effective draws in the pool for the reservoir and the tail fit
+            merge = _passes(key, model, lik, n, size, sub, rest(psub), lo, 1.0 / width, below, blocks_per_call,
+                            progress, psub, pool, widen)
         if merge.exact():
             break
     lay = merge.lay

@@ -256,12 +256,12 @@ def attach_posterior(res, lik, method: str = "auto", *, sampler: Callable | None
         raise _no_draw_error(res, lik)
     key = jax.random.key(res.seed)
     stats, n_eff = importance_posterior(sums, m.centers)
-    khat = psis.khat_from_top(sums.top, sums.pool or sums.n)  # the tail of the pool's weights (engine.pool_size)
+    khat = psis.khat_from_top(sums.top, sums.pool or sums.n)  # the tail of the pool's weights (engine.pool_subblocks)
     why = poor_reasons(khat, n_eff, stats, sums)
     for line in conflicts(res):
         res.notes.append(f"{line}: the posterior rests on the tail of the prior")
     is_diag = {"ess": n_eff, "ess_fraction": n_eff / sums.n, "pareto_k": khat, "draws": sums.n}
-    pool = {"pareto_k_draws": sums.pool} if 0 < sums.pool < sums.n else {}  # k-hat and reservoir from the first draws
+    pool = {"pareto_k_draws": sums.pool} if 0 < sums.pool < sums.n else {}  # k-hat and reservoir from the pool
     is_diag.update(pool)
     use_nuts = method == "nuts" or (method == "auto" and bool(why))
     if use_nuts and sampler is None:

@@ -10,7 +10,8 @@ The program (``make_call``): a loop over the call's blocks and, in each block, o
 sub-block adds into fixed-size sums: moments and log-space histograms of the outputs, and with
 observations the importance-weighted sums (weights relative to a running maximum, rescaled when it
 grows, as in an online softmax), the largest log-likelihoods (PSIS tail) and the largest Gumbel keys
-(a weighted reservoir), both by an exact top-k per sub-block. Blocks are sharded over a 1-D mesh of
+(a weighted reservoir), both by an exact top-k per sub-block, in the block's first ``psub`` sub-blocks
+only (the pool: engine.pool_subblocks). Blocks are sharded over a 1-D mesh of
 every device (``shard_map``); nothing is communicated between devices.
 """
 
@@ -119,21 +120,27 @@ def log_likelihood(lik: Likelihood, v: Mapping[str, jax.Array]) -> jax.Array:
 
 @dataclass(frozen=True)
 class Layout:
-    """Static sizes of one engine pass (with the model's structure, what a compiled program depends on)."""
+    """Static sizes of one engine pass (with the model's structure, what a compiled program depends on).
+
+    A block is read in two loops: ``psub`` pool sub-blocks of ``sub`` draws (with observations: the PSIS
+    tail and the reservoir are selected there), then sub-blocks of ``rsub`` draws up to the block's end
+    (no selection). Without observations ``psub`` is 0 and the second loop is the whole block."""
 
     size: int = BLOCK  # draws per block
-    sub: int = SUB  # draws per sub-block
+    sub: int = SUB  # draws per pool sub-block
     rows: tuple[str, ...] = ()  # distinct quantities reduced (the others are equal to one of these)
     sampled: tuple[int, ...] = ()  # rows whose prior histogram is counted (inputs' is known exactly)
     nbins: int = NBINS
     keep: int = KEEP  # prior draws kept (the first of block 0)
-    ktop: int = 0  # largest log-likelihoods kept per sub-block (0: none: no observations, or a block past the pool)
-    kres: int = 0  # largest Gumbel keys kept per sub-block (0 with ktop)
+    ktop: int = 0  # largest log-likelihoods kept per pool sub-block
+    kres: int = 0  # largest Gumbel keys kept per pool sub-block
     batch: int = 1  # blocks computed side by side (vmapped) in a call: 1 on CPU, a few on GPUs
+    psub: int = 0  # pool sub-blocks at the start of every block (0: no observations)
+    rsub: int = SUB  # draws per sub-block after the pool
 
     @property
     def nsub(self) -> int:
-        return self.size // self.sub
+        return self.psub
 
 
 def _moments(D, y, w, s0, cross):
@@ -173,10 +180,10 @@ def _top(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
 
 def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_valid, lay: Layout):
     """Reduce one block of draws to fixed-size sums (on the device, under jit)."""
-    sub, q, nb = lay.sub, len(lay.rows), lay.nbins
+    q, nb = len(lay.rows), lay.nbins
     names = tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const")
-    select = lik is not None and lay.ktop > 0  # this block is in the pool of the PSIS tail and the reservoir
-    ids = [stable_id(n) for n in names] + ([_GUMBEL_ID] if select else [])
+    pool = lik is not None and lay.psub > 0  # the block starts with pool sub-blocks (PSIS tail, reservoir)
+    ids = [stable_id(n) for n in names] + ([_GUMBEL_ID] if pool else [])
     K = None
     if ids:  # every stream's key words at once (vmapped: one Threefry graph, not one per stream)
         words = jax.vmap(lambda i: _words(jax.random.fold_in(jax.random.fold_in(key, i), block)))
@@ -192,85 +199,98 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
         no = len(lik.names)
         acc.update(post={**mom0, "hist": jnp.zeros((q * (nb + 2),), f32), "s0w2": jnp.zeros((), f32)},
                    m=jnp.full((), -jnp.inf, f32), below=jnp.zeros((no,), f32), inside=jnp.zeros((no,), f32))
-    if select:
-        acc.update(top=jnp.full((lay.nsub, lay.ktop), -jnp.inf, f32),
-                   rkey=jnp.full((lay.nsub, lay.kres), -jnp.inf, f32),
-                   rll=jnp.full((lay.nsub, lay.kres), -jnp.inf, f32),
-                   rD=jnp.zeros((lay.nsub, q, lay.kres), f32))
+    if pool:
+        acc.update(top=jnp.full((lay.psub, lay.ktop), -jnp.inf, f32),
+                   rkey=jnp.full((lay.psub, lay.kres), -jnp.inf, f32),
+                   rll=jnp.full((lay.psub, lay.kres), -jnp.inf, f32),
+                   rD=jnp.zeros((lay.psub, q, lay.kres), f32))
 
-    def body(s, acc):
-        # Barriers materialise the generator's words, the inputs' deviations and D once each: XLA would
-        # otherwise re-run the generator (or the table lookups) inside every consumer.
-        if K is not None:
-            idx = (s * sub).astype(jnp.uint32) + jax.lax.iota(jnp.uint32, sub)
-            W = _rng.threefry2x32((idx[None, :], K[:, 2]), (K[:, 0], K[:, 1]))[0]  # = _rng.bits(key_i)[s*sub:]
-            W = jax.lax.optimization_barrier(W)
-            Z = jax.lax.optimization_barrier(_rng.normal_from_bits(W[: len(names)]))
-        z = copula.apply(model, {n: Z[i] for i, n in enumerate(names)})
-        d = {}
-        for name, smp in zip(model.inputs, model.samplers):  # model.evaluate, with a barrier between its halves
-            d[name] = smp(z[name]) if name in z else jnp.broadcast_to(smp.a, ())
-        d = jax.lax.optimization_barrier(d)
-        v = {**d, **outputs(model, d)}
-        valid = (s * sub + jnp.arange(sub, dtype=jnp.int32)) < n_valid
-        w0 = valid.astype(f32)
-        D = jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lay.rows])
-        D = jax.lax.optimization_barrier(jnp.where(valid[None, :], D, 0.0))  # invalid draws: 0, weight 0
-        smp = np.asarray(lay.sampled)
-        if lik is not None:  # the posterior weighs e^d of every row
-            y = jnp.where(valid[None, :], jnp.exp(D), 0.0)
-            ys = y[smp]
-        else:
-            ys = jnp.where(valid[None, :], jnp.exp(D[smp]), 0.0)
-        idx = _hist_index(D, lo, inv, nb)
-        new = dict(acc)
-        hi = jax.lax.Precision.HIGHEST
-        if lik is not None:  # the posterior's weights first: one product gives both cross-sum matrices
-            ll = jnp.where(valid, log_likelihood(lik, v), -jnp.inf)
-            m = jnp.maximum(acc["m"], jnp.max(ll))
-            ok = jnp.isfinite(m)
-            w = jnp.exp(ll - jnp.where(ok, m, 0.0))
-            cross = jnp.dot(jnp.concatenate([D, D * w[None, :]]), D.T, precision=hi)
-        else:
-            cross = jnp.dot(D, D.T, precision=hi)
-        pm = _moments(D, ys, None, jnp.clip(n_valid - s * sub, 0, sub).astype(f32), cross[:q])
-        new["prior"] = {k: acc["prior"][k] + pm[k] for k in pm}
-        ph = acc["prior"]["hist"]
-        for j, r in enumerate(lay.sampled):  # one scatter per row (row r's bins moved to slot j)
-            ph = ph.at[idx[r] - (r - j) * (nb + 2)].add(w0, mode="promise_in_bounds")
-        new["prior"]["hist"] = ph
-        # the first draws: a branch, not a pass over D every time
-        if lay.keep:
-            new["first"] = jax.lax.cond(s == 0, lambda: D[:, : lay.keep], lambda: acc["first"])
-        if lik is None:
-            return new
-        od = jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lik.names])
-        new["below"] = acc["below"] + jnp.sum(jnp.where(od < below[:, None], w0, 0.0), axis=1)
-        new["inside"] = acc["inside"] + jnp.sum(jnp.where((od >= lik.low[:, None]) & (od <= lik.high[:, None]),
-                                                          w0, 0.0), axis=1)
-        scale = jnp.where(ok, jnp.exp(acc["m"] - jnp.where(ok, m, 0.0)), 0.0)  # earlier sums to the new maximum
-        qm = _moments(D, y, w, jnp.sum(w), cross[q:])
-        post = {k: acc["post"][k] * scale + qm[k] for k in qm}
-        post["s0w2"] = acc["post"]["s0w2"] * (scale * scale) + jnp.sum(w * w)
-        ph = acc["post"]["hist"] * scale
-        for r in range(q):  # one scatter per row: the weights need no q-fold copy
-            ph = ph.at[idx[r]].add(w, mode="promise_in_bounds")
-        post["hist"] = ph
-        new["post"], new["m"] = post, m
-        if not select:
-            return new
-        new["top"] = jax.lax.dynamic_update_index_in_dim(acc["top"], _top(ll, lay.ktop)[0], s, 0)
-        # Gumbel-top-k: the largest ll + Gumbel noise are a weighted sample without replacement
-        # (Efraimidis & Spirakis 2006; Kool et al. 2019), mergeable by taking the largest again.
-        g = -jnp.log(-jnp.log(_rng.uniform_from_bits(W[len(names)])))  # Gumbel(0, 1)
-        rk, ri = _top(ll + g, lay.kres)
-        new["rkey"] = jax.lax.dynamic_update_index_in_dim(acc["rkey"], rk, s, 0)
-        new["rll"] = jax.lax.dynamic_update_index_in_dim(acc["rll"], ll[ri], s, 0)
-        new["rD"] = jax.lax.dynamic_update_index_in_dim(acc["rD"], D[:, ri], s, 0)
-        return new
+    def make_body(start: int, sub: int, select: bool, first: bool):
+        """Sub-block s of a loop: draws start + s * sub ... of the block (``select``: a pool sub-block)."""
+        ks = K if select or K is None else K[: len(names)]
 
-    nsub = (n_valid + (sub - 1)) // sub
-    acc = jax.lax.fori_loop(0, nsub, body, acc)
+        def body(s, acc):
+            # Barriers materialise the generator's words, the inputs' deviations and D once each: XLA would
+            # otherwise re-run the generator (or the table lookups) inside every consumer.
+            at = start + s * sub  # the sub-block's first draw in the block
+            if ks is not None:
+                idx = at.astype(jnp.uint32) + jax.lax.iota(jnp.uint32, sub)
+                W = _rng.threefry2x32((idx[None, :], ks[:, 2]), (ks[:, 0], ks[:, 1]))[0]  # = _rng.bits(key_i)[at:]
+                W = jax.lax.optimization_barrier(W)
+                Z = jax.lax.optimization_barrier(_rng.normal_from_bits(W[: len(names)]))
+            z = copula.apply(model, {n: Z[i] for i, n in enumerate(names)})
+            d = {}
+            for name, smp in zip(model.inputs, model.samplers):  # model.evaluate, with a barrier between its halves
+                d[name] = smp(z[name]) if name in z else jnp.broadcast_to(smp.a, ())
+            d = jax.lax.optimization_barrier(d)
+            v = {**d, **outputs(model, d)}
+            valid = (at + jnp.arange(sub, dtype=jnp.int32)) < n_valid
+            w0 = valid.astype(f32)
+            D = jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lay.rows])
+            D = jax.lax.optimization_barrier(jnp.where(valid[None, :], D, 0.0))  # invalid draws: 0, weight 0
+            smp = np.asarray(lay.sampled)
+            if lik is not None:  # the posterior weighs e^d of every row
+                y = jnp.where(valid[None, :], jnp.exp(D), 0.0)
+                ys = y[smp]
+            else:
+                ys = jnp.where(valid[None, :], jnp.exp(D[smp]), 0.0)
+            idx = _hist_index(D, lo, inv, nb)
+            new = dict(acc)
+            hi = jax.lax.Precision.HIGHEST
+            if lik is not None:  # the posterior's weights first: one product gives both cross-sum matrices
+                ll = jnp.where(valid, log_likelihood(lik, v), -jnp.inf)
+                m = jnp.maximum(acc["m"], jnp.max(ll))
+                ok = jnp.isfinite(m)
+                w = jnp.exp(ll - jnp.where(ok, m, 0.0))
+                cross = jnp.dot(jnp.concatenate([D, D * w[None, :]]), D.T, precision=hi)
+            else:
+                cross = jnp.dot(D, D.T, precision=hi)
+            pm = _moments(D, ys, None, jnp.clip(n_valid - at, 0, sub).astype(f32), cross[:q])
+            new["prior"] = {k: acc["prior"][k] + pm[k] for k in pm}
+            ph = acc["prior"]["hist"]
+            for j, r in enumerate(lay.sampled):  # one scatter per row (row r's bins moved to slot j)
+                ph = ph.at[idx[r] - (r - j) * (nb + 2)].add(w0, mode="promise_in_bounds")
+            new["prior"]["hist"] = ph
+            if first:  # the first draws: a branch, not a pass over D every time
+                new["first"] = jax.lax.cond(s == 0, lambda: D[:, : lay.keep], lambda: acc["first"])
+            if lik is None:
+                return new
+            od = jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lik.names])
+            new["below"] = acc["below"] + jnp.sum(jnp.where(od < below[:, None], w0, 0.0), axis=1)
+            new["inside"] = acc["inside"] + jnp.sum(jnp.where((od >= lik.low[:, None]) & (od <= lik.high[:, None]),
+                                                              w0, 0.0), axis=1)
+            scale = jnp.where(ok, jnp.exp(acc["m"] - jnp.where(ok, m, 0.0)), 0.0)  # earlier sums to the new maximum
+            qm = _moments(D, y, w, jnp.sum(w), cross[q:])
+            post = {k: acc["post"][k] * scale + qm[k] for k in qm}
+            post["s0w2"] = acc["post"]["s0w2"] * (scale * scale) + jnp.sum(w * w)
+            ph = acc["post"]["hist"] * scale
+            for r in range(q):  # one scatter per row: the weights need no q-fold copy
+                ph = ph.at[idx[r]].add(w, mode="promise_in_bounds")
+            post["hist"] = ph
+            new["post"], new["m"] = post, m
+            if not select:
+                return new
+            new["top"] = jax.lax.dynamic_update_index_in_dim(acc["top"], _top(ll, lay.ktop)[0], s, 0)
+            # Gumbel-top-k: the largest ll + Gumbel noise are a weighted sample without replacement
+            # (Efraimidis & Spirakis 2006; Kool et al. 2019), mergeable by taking the largest again.
+            g = -jnp.log(-jnp.log(_rng.uniform_from_bits(W[len(names)])))  # Gumbel(0, 1)
+            rk, ri = _top(ll + g, lay.kres)
+            new["rkey"] = jax.lax.dynamic_update_index_in_dim(acc["rkey"], rk, s, 0)
+            new["rll"] = jax.lax.dynamic_update_index_in_dim(acc["rll"], ll[ri], s, 0)
+            new["rD"] = jax.lax.dynamic_update_index_in_dim(acc["rD"], D[:, ri], s, 0)
+            return new
+
+        return body
+
+    start = 0
+    if pool:  # the pool's sub-blocks (only those that hold draws run), then a snapshot of its weights' sums
+        npool = jnp.minimum((n_valid + (lay.sub - 1)) // lay.sub, lay.psub)
+        acc = jax.lax.fori_loop(0, npool, make_body(0, lay.sub, True, lay.keep > 0), acc)
+        acc["pool"] = jnp.stack([acc["post"]["s0"], acc["post"]["s0w2"], acc["m"]])
+        start = lay.psub * lay.sub
+    if start < lay.size:
+        nrest = (jnp.maximum(n_valid - start, 0) + (lay.rsub - 1)) // lay.rsub
+        acc = jax.lax.fori_loop(0, nrest, make_body(start, lay.rsub, False, lay.keep > 0 and not pool), acc)
     acc["prior"]["hist"] = acc["prior"]["hist"].reshape(hs, nb + 2)
     if "post" in acc:
         acc["post"]["hist"] = acc["post"]["hist"].reshape(q, nb + 2)

@@ -67,7 +67,7 @@ def _child(devices: int, n: int, pool: int) -> dict:
 
 def test_same_sums_for_any_device_count_and_blocks_per_call():
     n = 7 * (1 << 14) + 1234  # 8 blocks of 4 sub-blocks, the last one partial: uneven over 4 devices
-    pool = 3 * (1 << 14)  # blocks 0-2 keep the PSIS tail and the reservoir, 3-7 do not
+    pool = 3 * (1 << 14)  # the first 2 of the 4 sub-blocks of every block keep the PSIS tail and the reservoir
     one, four = _child(1, n, pool), _child(4, n, pool)
     assert one["devices"] == 1 and four["devices"] == 4
     ref = one["1"]
@@ -158,41 +158,54 @@ def test_input_exp_moments_are_exact():
         assert e[1] == pytest.approx(d.std() ** 2 + d.mean() ** 2, rel=2 * rel), name
 
 
-def test_pool_feeds_the_tail_and_reservoir_and_leaves_the_sums_alone(key, monkeypatch):
-    """Past the pool (engine.pool_size) blocks skip the PSIS tail and the reservoir: those are the exact
-    largest over the pool's draws, and every sum equals a run whose pool is every draw."""
-    size, sub, n = 1 << 14, 1 << 12, 4 * (1 << 14) - 321
-    spec = mcflops.load_spec(SPEC)
-    m = model_mod.build_model(spec)
-    lik = engine.build_likelihood(spec, m)
-    monkeypatch.setattr(engine, "POOL_ESS", 0)
-    full = engine.run(key, m, lik, n, size=size, sub=sub)
-    monkeypatch.setattr(engine, "POOL", 2 * size)
-    part = engine.run(key, m, lik, n, size=size, sub=sub)
-    assert full.pool == n and part.pool == 2 * size
+def _same_sums(a, b):
+    """Every prior and posterior sum of two runs over the same draws agrees to float32 summation order."""
     for which in ("prior", "post"):
         # another compiled program (and past the pool half-size sub-blocks): the same sums, added in another
         # order in float32. Sums of signed terms (s1d, cross) are compared on their terms' scale: Cauchy-Schwarz
         # bounds sum |d| by sqrt(s0 * sum d^2); float32 rounding of such a sum is ~1e-7 of that scale (measured
         # 1e-8 here; 3e-7 relative for sums of positive terms), so 1e-6 of it (and 2e-6 relative for sums of
         # positive terms) cannot hide a lost block (one block is 1/4 of every sum).
-        a, b = getattr(part, which), getattr(full, which)
-        scale = np.sqrt(float(b["s0"]) * np.asarray(b["s2d"], np.float64))
-        for k, v in b.items():
-            atol = {"s1d": 1e-6 * scale, "cross": 1e-6 * np.outer(scale, scale) / np.sqrt(float(b["s0"]))}.get(k, 1e-9)
-            diff, v = np.abs(np.asarray(a[k], np.float64) - v), np.asarray(v, np.float64)
+        x, y = getattr(a, which), getattr(b, which)
+        scale = np.sqrt(float(y["s0"]) * np.asarray(y["s2d"], np.float64))
+        for k, v in y.items():
+            atol = {"s1d": 1e-6 * scale, "cross": 1e-6 * np.outer(scale, scale) / np.sqrt(float(y["s0"]))}.get(k, 1e-9)
+            diff, v = np.abs(np.asarray(x[k], np.float64) - v), np.asarray(v, np.float64)
             assert np.all(diff <= atol + 2e-6 * np.abs(v)), (which, k, float(np.max(diff - 2e-6 * np.abs(v))))
-    # the pool's draws, recomputed block by block outside the engine
+
+
+def test_pool_feeds_the_tail_and_reservoir_and_leaves_the_sums_alone(key, monkeypatch):
+    """Past their pool sub-blocks (engine.pool_subblocks) blocks skip the PSIS tail and the reservoir: those
+    are the exact largest over the pool's draws (a prefix of every block), and every sum equals a run whose
+    pool is every draw."""
+    size, sub, n = 1 << 14, 1 << 12, 4 * (1 << 14) - 321
+    spec = mcflops.load_spec(SPEC)
+    m = model_mod.build_model(spec)
+    lik = engine.build_likelihood(spec, m)
+    monkeypatch.setattr(engine, "POOL_ESS", 0)
+    full = engine.run(key, m, lik, n, size=size, sub=sub)
+    monkeypatch.setattr(engine, "POOL", 5 * sub)  # two of the four sub-blocks of each of the four blocks
+    part = engine.run(key, m, lik, n, size=size, sub=sub)
+    psub, pool = engine.pool_subblocks(n, size, sub)
+    assert (psub, pool) == (2, 4 * 2 * sub) and full.pool == n and part.pool == pool
+    # a GPU's layout on this CPU: the rest of each block (past its pool sub-blocks) in one sub-block
+    whole = engine.run(key, m, lik, n, size=size, sub=sub, rsub=size - psub * sub)
+    for got in (part, whole):
+        _same_sums(got, full)
+    np.testing.assert_array_equal(whole.top, part.top)  # the pool's sub-blocks are the same program either way
+    np.testing.assert_array_equal(whole.reservoir["key"], part.reservoir["key"])
+    # the pool's draws, recomputed block by block outside the engine: the first psub sub-blocks of each
     ll, keys = [], []
-    for b in range(2):
-        z = engine.draw_z(key, m, np.uint32(b), size)
+    for b in range(4):
+        z = engine.draw_z(key, m, np.uint32(b), psub * sub)
         v = {k: jnp.asarray(x, jnp.float32) for k, x in model_mod.evaluate(m, z).items()}
         ll.append(np.asarray(engine.log_likelihood(lik, v), np.float64))
         g = jax.random.fold_in(jax.random.fold_in(key, engine._GUMBEL_ID), b)
-        u = _rng.uniform_from_bits(_rng.bits(g, (size,)))
+        u = _rng.uniform_from_bits(_rng.bits(g, (psub * sub,)))
         keys.append(ll[-1] + np.asarray(-jnp.log(-jnp.log(u)), np.float64))
     ll, keys = np.concatenate(ll), np.concatenate(keys)
-    np.testing.assert_allclose(part.top, np.sort(ll)[-(engine.psis_tail(2 * size) + 1):], rtol=1e-5, atol=1e-5)
+    assert ll.size == pool
+    np.testing.assert_allclose(part.top, np.sort(ll)[-(engine.psis_tail(pool) + 1):], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(part.reservoir["key"], np.sort(keys)[::-1][: engine.KEEP], rtol=1e-5, atol=1e-4)
     # a pool with too few effective draws for the reservoir is widened to every draw
     monkeypatch.setattr(engine, "POOL_ESS", 10 * n)
