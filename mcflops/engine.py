@@ -201,6 +201,8 @@ class _Merge:
         self.top = np.empty(0)
         self.res = {"key": np.empty(0), "ll": np.empty(0), "D": np.empty((len(lay.rows), 0))}
         self.cut_top = self.cut_res = -np.inf  # the largest k-th value of a sub-block that was cut
+        self._pending: list[tuple[np.ndarray, ...]] = []  # blocks' tail and reservoir candidates not yet folded in
+        self._npending = 0
 
     @property
     def pool_ess(self) -> float:
@@ -244,20 +246,35 @@ class _Merge:
             self.cut_top = max(self.cut_top, float(np.max(top[full_t, -1])))
         if full_r.any():
             self.cut_res = max(self.cut_res, float(np.max(rkey[full_r, -1])))
-        t = np.concatenate([self.top, top[counts > 0].reshape(-1)])
-        self.top = np.sort(t)[-self.m_top:]
-        keep = min(KEEP, self.pool)
-        cand_key = np.concatenate([self.res["key"], rkey[counts > 0].reshape(-1)])
-        cand_ll = np.concatenate([self.res["ll"], np.asarray(blk["rll"], np.float64)[counts > 0].reshape(-1)])
         rD = np.asarray(blk["rD"], np.float64)[counts > 0]  # [S, Q, k]
-        cand_D = np.concatenate([self.res["D"], np.moveaxis(rD, 1, 0).reshape(rD.shape[1], -1)], axis=1)
-        order = np.argsort(-cand_key, kind="stable")[:keep]
-        self.res = {"key": cand_key[order], "ll": cand_ll[order], "D": cand_D[:, order]}
+        self._pending.append((top[counts > 0].reshape(-1), rkey[counts > 0].reshape(-1),
+                              np.asarray(blk["rll"], np.float64)[counts > 0].reshape(-1),
+                              np.moveaxis(rD, 1, 0).reshape(rD.shape[1], -1)))
+        self._npending += self._pending[-1][1].size
+        if self._npending > 1 << 16:  # bounded memory: fold the candidates in now and then
+            self.settle()
+
+    def settle(self) -> None:
+        """Fold the blocks' candidates into the PSIS tail and the reservoir (in block order: ties go to the
+        earlier draw, whatever the number of blocks per fold)."""
+        if not self._pending:
+            return
+        tops, keys, lls, Ds = zip(*self._pending)
+        self._pending, self._npending = [], 0
+        t = np.concatenate([self.top, *tops])
+        if t.size > self.m_top:
+            t = np.partition(t, t.size - self.m_top)[-self.m_top:]
+        self.top = np.sort(t)
+        cand_key = np.concatenate([self.res["key"], *keys])
+        order = np.argsort(-cand_key, kind="stable")[: min(KEEP, self.pool)]
+        self.res = {"key": cand_key[order], "ll": np.concatenate([self.res["ll"], *lls])[order],
+                    "D": np.concatenate([self.res["D"], *Ds], axis=1)[:, order]}
 
     def exact(self) -> bool:
         """Whether every sub-block kept all its draws that belong to the overall top (else: widen, rerun)."""
         if not self.posterior:
             return True
+        self.settle()
         ok_top = self.cut_top == -np.inf or (self.top.size >= self.m_top and self.cut_top <= self.top[0])
         keys = self.res["key"]
         ok_res = self.cut_res == -np.inf or (keys.size >= min(KEEP, self.pool) and self.cut_res < keys[-1])
