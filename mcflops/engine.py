@@ -120,6 +120,11 @@ def pool_subblocks(n: int, size: int = BLOCK, sub: int = SUB) -> tuple[int, int]
     return p, (nblocks - 1) * p * sub + min(last, p * sub)
 
 
+def _batch() -> int:
+    """Blocks computed side by side (vmapped) in a call: 1 on a CPU, GPU_BATCH on accelerators."""
+    return 1 if jax.devices()[0].platform == "cpu" else GPU_BATCH
+
+
 def _layout(model: Model, lik, pool: int, size: int, sub: int, rsub: int, psub: int, widen: int = 1) -> Layout:
     """Static sizes of a pass whose pool (``psub`` sub-blocks per block) holds ``pool`` draws; ``widen``
     scales the per-sub-block top-k (0: keep every draw's key)."""
@@ -130,7 +135,7 @@ def _layout(model: Model, lik, pool: int, size: int, sub: int, rsub: int, psub: 
         ktop = sub if not widen else _per_sub(widen * (psis_tail(pool) + 1) * frac, sub)
         kres = sub if not widen else _per_sub(widen * min(KEEP, pool) * frac, sub)
     sampled = tuple(i for i, r in enumerate(rows) if r not in model.inputs)
-    batch = 1 if jax.devices()[0].platform == "cpu" else GPU_BATCH
+    batch = _batch()
     first = sub if psub else rsub  # the kept prior draws come from the block's first sub-block
     return Layout(size=size, sub=sub, rows=rows, sampled=sampled, keep=min(KEEP, first), ktop=ktop, kres=kres,
                   batch=batch, psub=psub if lik is not None else 0, rsub=rsub)

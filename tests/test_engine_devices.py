@@ -158,9 +158,9 @@ def test_input_exp_moments_are_exact():
         assert e[1] == pytest.approx(d.std() ** 2 + d.mean() ** 2, rel=2 * rel), name
 
 
-def _same_sums(a, b):
+def _same_sums(a, b, parts=("prior", "post")):
     """Every prior and posterior sum of two runs over the same draws agrees to float32 summation order."""
-    for which in ("prior", "post"):
+    for which in parts:
         # another compiled program (and past the pool half-size sub-blocks): the same sums, added in another
         # order in float32. Sums of signed terms (s1d, cross) are compared on their terms' scale: Cauchy-Schwarz
         # bounds sum |d| by sqrt(s0 * sum d^2); float32 rounding of such a sum is ~1e-7 of that scale (measured
@@ -210,3 +210,26 @@ def test_pool_feeds_the_tail_and_reservoir_and_leaves_the_sums_alone(key, monkey
     # a pool with too few effective draws for the reservoir is widened to every draw
     monkeypatch.setattr(engine, "POOL_ESS", 10 * n)
     assert engine.run(key, m, lik, n, size=size, sub=sub).pool == n
+
+
+def test_vmapped_blocks_give_the_same_sums(key, monkeypatch):
+    """A GPU's layout, run on this CPU: blocks vmapped side by side (engine._batch), each with its pool
+    sub-blocks and then the rest of the block at once, on 2.5 blocks (a partial one, an empty slot in
+    the last batch): the same sums, tail and reservoir as one block at a time."""
+    size, sub, n = 1 << 14, 1 << 12, 2 * (1 << 14) + 5000
+    spec = mcflops.load_spec(SPEC)
+    m = model_mod.build_model(spec)
+    lik = engine.build_likelihood(spec, m)
+    monkeypatch.setattr(engine, "POOL", 3 * sub)  # one pool sub-block per block
+    monkeypatch.setattr(engine, "POOL_ESS", 0)
+    rsub = size - sub
+    one = engine.run(key, m, lik, n, size=size, sub=sub, rsub=rsub)
+    prior_one = engine.run(key, m, None, n, size=size, sub=size)  # a GPU's prior pass: whole blocks
+    monkeypatch.setattr(engine, "_batch", lambda: 2)
+    two = engine.run(key, m, lik, n, size=size, sub=sub, rsub=rsub)
+    prior_two = engine.run(key, m, None, n, size=size, sub=size)
+    assert one.pool == two.pool == 3 * sub
+    _same_sums(two, one)
+    _same_sums(prior_two, prior_one, parts=("prior",))
+    for a, b in ((two.top, one.top), (two.reservoir["key"], one.reservoir["key"]), (two.first, one.first)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
