@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +108,7 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
     """
     import jax
 
-    from . import engine, model as model_mod, summary
+    from . import engine, model as model_mod
 
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
@@ -127,6 +128,28 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
     m = model_mod.build_model(spec)
     lik = engine.build_likelihood(spec, m)
     key = jax.random.key(seed)
+    pool = background = None
+    stop = threading.Event()
+    if sens_opts is not None and jax.process_count() == 1:
+        # The sensitivity analysis needs only the model and the key: it runs (and, on a first run, compiles its
+        # programs) alongside the sampling and the posterior, on the other core. Its numbers do not depend on
+        # this: every pass is keyed. Not across hosts, where every process must issue its collectives in order.
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcflops-sensitivity")
+        background = pool.submit(sens.prior_analysis, m, sens_opts, key, stop=stop.is_set)
+    try:
+        return _run(spec, m, lik, key, samples, seed, progress, posterior, method, nuts, sens_opts, background, t0)
+    finally:
+        if pool is not None:  # on an error or Ctrl-C the analysis stops at its next stage, not at its end
+            stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _run(spec, m, lik, key, samples, seed, progress, posterior, method, nuts, sens_opts, background, t0) -> Result:
+    """``run`` once the model is built (``background``: the sensitivity analysis's prior part, under way)."""
+    from . import engine, model as model_mod, summary
+
     sums = engine.run(key, m, lik, samples, progress=progress)
     t1 = time.perf_counter()
     prior = summary.summarize(sums, m.centers, "prior")
@@ -153,7 +176,10 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
         sampler = nuts_mod.run_nuts if nuts_mod.available() else None
         inference.attach_posterior(res, lik, method=method, sampler=sampler, **(nuts or {}))  # chains, warmup, draws
     if sens_opts is not None:  # tornado, Sobol, correlations, sweeps -> summary.json "sensitivity"
-        res.sensitivity = sens.analyze(res, sens_opts)
+        from . import sensitivity as sens
+
+        part = background.result() if background is not None else None
+        res.sensitivity = sens.analyze(res, sens_opts, prior_part=part)
     res.timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
     return res
 

@@ -242,11 +242,47 @@ def sobol_table(ix: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, dict
 # ----------------------------------------------------------------------------- the whole analysis
 
 def analyze(res, opts: Options | None = None, *, key: jax.Array | None = None,
-            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Everything summary.json's ``sensitivity`` holds, for a run's result."""
-    spec, model = res.spec, res.model
-    opts = options(spec) if opts is None else opts
-    key = jax.random.key(res.seed) if key is None else key
+            progress: Callable[[int, int], None] | None = None, prior_part: dict[str, Any] | None = None
+            ) -> dict[str, Any]:
+    """Everything summary.json's ``sensitivity`` holds, for a run's result (``prior_part``: what
+    ``prior_analysis`` already gave for it)."""
+    opts = options(res.spec) if opts is None else opts
+    if prior_part is None:
+        key = jax.random.key(res.seed) if key is None else key
+        prior_part = prior_analysis(res.model, opts, key, progress=progress)
+    out = {**prior_part, "notes": list(prior_part["notes"])}
+    names, sweeps = tuple(out.pop("sobol_names")), out.pop("sweeps")
+    corr = {"prior": rank_correlations(res, opts.output, "prior", names)}
+    if res.posterior is not None:
+        corr["posterior"] = rank_correlations(res, opts.output, "post", names)
+        out["notes"].append(
+            "under the posterior the inputs are correlated (the data pin down their product, e.g. MFU x goodput), "
+            "so variance shares are not defined there; the posterior columns are rank and log correlations")
+    out["correlations"] = corr
+    out["sweeps"] = sweeps
+    if res.model.copula is not None:
+        out["notes"].append("with correlations the tornado moves one input with the others at their medians given "
+                            "it, and sweeps draw the others given the swept value")
+    return out
+
+
+class Cancelled(Exception):
+    """``prior_analysis`` was told to stop (its caller gave up on it: Ctrl-C, an error)."""
+
+
+def prior_analysis(model: Model, opts: Options, key: jax.Array,
+                   progress: Callable[[int, int], None] | None = None,
+                   stop: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """The part of ``analyze`` that needs only the model and the key (tornado, Sobol, Shapley, sweeps): it
+    does not wait for the posterior (``api.run`` computes it alongside). ``stop()`` true: raise Cancelled
+    at the next stage or Sobol call."""
+
+    def check(*done):  # also Sobol's progress callback: (blocks done, blocks)
+        if stop is not None and stop():
+            raise Cancelled
+        if progress is not None and done:
+            progress(*done)
+
     corr_in = model.copula is not None
     tor = tornado(model, opts.output)
     # inputs the output does not depend on (price for GPU-hours) have no swing when the others stay at their
@@ -267,7 +303,8 @@ def analyze(res, opts: Options | None = None, *, key: jax.Array | None = None,
             "the first-order indices do not add up to the variance and can exceed the totals), so they are "
             "withheld: the Shapley effects line gives the shares of the variance, correlations allowed for")
     else:
-        sob = sobol(key, model, opts.output, opts.sobol_samples, progress=progress, names=names)
+        check()
+        sob = sobol(key, model, opts.output, opts.sobol_samples, progress=check, names=names)
         out["sobol"] = sobol_table(sob["log"], names)
         out["sobol_linear"] = sobol_table(sob["linear"], names)
         out["sobol_info"] = {"scale": f"log {opts.output}", "base_samples": sob["n"],
@@ -277,6 +314,7 @@ def analyze(res, opts: Options | None = None, *, key: jax.Array | None = None,
                              "sum_first": float(np.sum(sob["log"]["first"])),
                              "sum_first_linear": float(np.sum(sob["linear"]["first"]))}
     if names and len(names) <= MAX_INPUTS:
+        check()
         sh = shapley(key, model, opts.output, names=names)
         out["shapley"] = shapley_table(sh["log"], names)
         out["shapley_linear"] = shapley_table(sh["linear"], names)
@@ -289,15 +327,9 @@ def analyze(res, opts: Options | None = None, *, key: jax.Array | None = None,
     elif names:
         out["notes"].append(f"{len(names)} inputs move {opts.output}: Shapley effects by exact enumeration "
                             f"stop at {MAX_INPUTS}")
-    corr = {"prior": rank_correlations(res, opts.output, "prior", names)}
-    if res.posterior is not None:
-        corr["posterior"] = rank_correlations(res, opts.output, "post", names)
-        out["notes"].append(
-            "under the posterior the inputs are correlated (the data pin down their product, e.g. MFU x goodput), "
-            "so variance shares are not defined there; the posterior columns are rank and log correlations")
-    out["correlations"] = corr
-    out["sweeps"] = {name: sweep(key, model, name, vals, opts.output) for name, vals in opts.sweeps}
-    if corr_in:
-        out["notes"].append("with correlations the tornado moves one input with the others at their medians given "
-                            "it, and sweeps draw the others given the swept value")
+    out["sobol_names"] = names
+    out["sweeps"] = {}
+    for name, vals in opts.sweeps:
+        check()
+        out["sweeps"][name] = sweep(key, model, name, vals, opts.output)
     return out

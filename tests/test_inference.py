@@ -246,7 +246,8 @@ def no_sensitivity(monkeypatch):
     """`mcflops run` also runs the sensitivity analysis (tests/test_sensitivity.py); skip it here for speed."""
     import mcflops.sensitivity
 
-    monkeypatch.setattr(mcflops.sensitivity, "analyze", lambda res, opts: None)
+    monkeypatch.setattr(mcflops.sensitivity, "prior_analysis", lambda *a, **k: None)
+    monkeypatch.setattr(mcflops.sensitivity, "analyze", lambda res, opts, **k: None)
 
 
 def test_cli_writes_the_posterior(tmp_path, capsys, no_sensitivity):

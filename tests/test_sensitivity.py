@@ -4,6 +4,7 @@ Statistical checks allow K = 4 Monte Carlo standard errors (delta-method SEs of 
 two-sided normal false-failure rate of 6e-5 per comparison), with fixed keys.
 """
 
+import json
 import math
 
 import jax
@@ -210,6 +211,52 @@ def test_analyze_in_a_run_and_summary_json(key):
     for n, v in sig2.items():
         sign = -1 if n == "peak_flops" else 1
         assert r[n] == pytest.approx(sign * math.sqrt(v / sum(sig2.values())), abs=0.03)
+
+
+def test_background_analysis_equals_the_sequential_one():
+    """api.run computes tornado, Sobol, Shapley and sweeps in a thread alongside the posterior: the result is
+    the one the analysis gives on its own, key for key and bit for bit (every pass is keyed)."""
+    spec = {**LOGNORMAL, "observe": {"gpu_hours": {"value": 7e5, "sigma": 0.1}},
+            "sensitivity": {"sweep": {"mfu": [0.30, 0.45]}, "sobol_samples": 4096}}
+    res = mcflops.run(spec, samples=20_000, sensitivity=True)
+    alone = sens.analyze(res, sens.options(res.spec))
+    assert list(res.sensitivity) == list(alone)
+
+    def numbers(d):  # everything but the timings
+        return json.dumps(d, sort_keys=True, default=repr,
+                          ) if not isinstance(d, dict) else {k: numbers(v) for k, v in d.items() if k != "seconds"}
+
+    assert numbers(res.sensitivity) == numbers(alone)
+    assert res.sensitivity["sobol"] and res.sensitivity["shapley"] and res.sensitivity["correlations"]["posterior"]
+
+
+def test_background_analysis_stops_when_told(monkeypatch):
+    """Ctrl-C or an error in the sampling: the analysis in the thread stops at its next stage or Sobol call, so
+    the process does not wait for it to finish."""
+    m = model_mod.build_model(mcflops.load_spec({**LOGNORMAL, "sensitivity": {"sobol_samples": 4096}}))
+    opts = sens.options(mcflops.load_spec({**LOGNORMAL, "sensitivity": {"sobol_samples": 4096}}))
+    calls = []
+    with pytest.raises(sens.Cancelled):
+        sens.prior_analysis(m, opts, jax.random.key(0), stop=lambda: calls.append(1) or len(calls) > 1)
+    assert len(calls) == 2  # checked before Sobol (go on), then at Sobol's first call (stop)
+
+    started, seen = [], {}
+
+    def failing_run(*a, **k):  # the sampling fails once the analysis is under way
+        started.append(1)
+        raise RuntimeError("sampling failed")
+
+    real = sens.prior_analysis
+
+    def watched(*a, stop=None, **k):
+        seen["stop"] = stop
+        return real(*a, stop=stop, **k)
+
+    monkeypatch.setattr(sens, "prior_analysis", watched)
+    monkeypatch.setattr(mcflops.engine, "run", failing_run)
+    with pytest.raises(RuntimeError, match="sampling failed"):
+        mcflops.run({**LOGNORMAL, "sensitivity": {"sobol_samples": 4096}}, samples=1000, sensitivity=True)
+    assert started and seen["stop"]()  # the thread was told to stop
 
 
 def test_posterior_reports_correlations_not_sobol_shares():
