@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -108,7 +109,7 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
     """
     import jax
 
-    from . import engine, model as model_mod
+    from . import engine, model as model_mod, summary
 
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
@@ -128,60 +129,63 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
     m = model_mod.build_model(spec)
     lik = engine.build_likelihood(spec, m)
     key = jax.random.key(seed)
-    pool = background = None
+    with _alongside(m, sens_opts, key) as background:
+        sums = engine.run(key, m, lik, samples, progress=progress)
+        t1 = time.perf_counter()
+        prior = summary.summarize(sums, m.centers, "prior")
+        for name, dist in spec.priors.items():  # point masses: exact, no sampling error
+            if name not in prior:
+                v = dist.params["value"]
+                prior[name] = {"mean": v, "sd": 0.0, **{k: v for k in summary.QUANTILES}, "mcse_p50": 0.0}
+        draws = {n: np.exp(m.centers[n] + sums.first[i]) for i, n in enumerate(sums.names)}
+        observed: dict[str, dict[str, Any]] = {}
+        for i, (name, o) in enumerate(spec.observe.items()):
+            entry: dict[str, Any] = {"noise": o.noise, "source": o.source}
+            if o.noise == "between":
+                entry.update(low=o.low, high=o.high, prior_probability_inside=float(sums.inside[i] / sums.n))
+            else:
+                entry.update(value=o.value, sigma=o.scale if o.noise == "lognormal" else None,
+                             prior_percentile=summary.percentile_of(sums, i))
+            observed[name] = entry
+        ch = model_mod.chain(spec)
+        res = Result(spec=spec, seed=seed, samples=samples, chain=ch, prior=prior, observed=observed, draws=draws,
+                     device=device_name(), sums=sums, model=m)
+        if lik is not None and posterior:
+            from . import inference, nuts as nuts_mod  # nuts: --method nuts and the auto fallback
+
+            sampler = nuts_mod.run_nuts if nuts_mod.available() else None
+            inference.attach_posterior(res, lik, method=method, sampler=sampler,
+                                       **(nuts or {}))  # chains, warmup, draws
+        if sens_opts is not None:  # tornado, Sobol, correlations, sweeps -> summary.json "sensitivity"
+            part = background.result() if background is not None else None
+            res.sensitivity = sens.analyze(res, sens_opts, prior_part=part)
+        res.timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
+        return res
+
+
+@contextmanager
+def _alongside(m, sens_opts, key):
+    """The sensitivity analysis's prior part (tornado, Sobol, Shapley, sweeps) as a future, computed in a thread
+    while the caller samples and updates: it needs only the model and the key, so on a first run its programs
+    compile on the other core. Its numbers do not depend on this (every pass is keyed). None without a
+    sensitivity analysis, and across hosts, where every process must issue its collectives in the same order.
+    On an error or Ctrl-C in the caller the analysis stops at its next stage, not at its end."""
+    import jax
+
+    if sens_opts is None or jax.process_count() > 1:
+        yield None
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import sensitivity as sens
+
     stop = threading.Event()
-    if sens_opts is not None and jax.process_count() == 1:
-        # The sensitivity analysis needs only the model and the key: it runs (and, on a first run, compiles its
-        # programs) alongside the sampling and the posterior, on the other core. Its numbers do not depend on
-        # this: every pass is keyed. Not across hosts, where every process must issue its collectives in order.
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcflops-sensitivity")
-        background = pool.submit(sens.prior_analysis, m, sens_opts, key, stop=stop.is_set)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcflops-sensitivity")
     try:
-        return _run(spec, m, lik, key, samples, seed, progress, posterior, method, nuts, sens_opts, background, t0)
+        yield pool.submit(sens.prior_analysis, m, sens_opts, key, stop=stop.is_set)
     finally:
-        if pool is not None:  # on an error or Ctrl-C the analysis stops at its next stage, not at its end
-            stop.set()
-            pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _run(spec, m, lik, key, samples, seed, progress, posterior, method, nuts, sens_opts, background, t0) -> Result:
-    """``run`` once the model is built (``background``: the sensitivity analysis's prior part, under way)."""
-    from . import engine, model as model_mod, summary
-
-    sums = engine.run(key, m, lik, samples, progress=progress)
-    t1 = time.perf_counter()
-    prior = summary.summarize(sums, m.centers, "prior")
-    for name, dist in spec.priors.items():  # point masses: exact, no sampling error
-        if name not in prior:
-            v = dist.params["value"]
-            prior[name] = {"mean": v, "sd": 0.0, **{k: v for k in summary.QUANTILES}, "mcse_p50": 0.0}
-    draws = {n: np.exp(m.centers[n] + sums.first[i]) for i, n in enumerate(sums.names)}
-    observed: dict[str, dict[str, Any]] = {}
-    for i, (name, o) in enumerate(spec.observe.items()):
-        entry: dict[str, Any] = {"noise": o.noise, "source": o.source}
-        if o.noise == "between":
-            entry.update(low=o.low, high=o.high, prior_probability_inside=float(sums.inside[i] / sums.n))
-        else:
-            entry.update(value=o.value, sigma=o.scale if o.noise == "lognormal" else None,
-                         prior_percentile=summary.percentile_of(sums, i))
-        observed[name] = entry
-    ch = model_mod.chain(spec)
-    res = Result(spec=spec, seed=seed, samples=samples, chain=ch, prior=prior, observed=observed, draws=draws,
-                 device=device_name(), sums=sums, model=m)
-    if lik is not None and posterior:
-        from . import inference, nuts as nuts_mod  # nuts: --method nuts and the auto fallback
-
-        sampler = nuts_mod.run_nuts if nuts_mod.available() else None
-        inference.attach_posterior(res, lik, method=method, sampler=sampler, **(nuts or {}))  # chains, warmup, draws
-    if sens_opts is not None:  # tornado, Sobol, correlations, sweeps -> summary.json "sensitivity"
-        from . import sensitivity as sens
-
-        part = background.result() if background is not None else None
-        res.sensitivity = sens.analyze(res, sens_opts, prior_part=part)
-    res.timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
-    return res
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 __all__ = ["Result", "run", "load_spec", "resolved_dict", "version", "device_name"]

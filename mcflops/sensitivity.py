@@ -251,7 +251,7 @@ def analyze(res, opts: Options | None = None, *, key: jax.Array | None = None,
         key = jax.random.key(res.seed) if key is None else key
         prior_part = prior_analysis(res.model, opts, key, progress=progress)
     out = {**prior_part, "notes": list(prior_part["notes"])}
-    names, sweeps = tuple(out.pop("sobol_names")), out.pop("sweeps")
+    names, sweeps = tuple(n for n in uncertain(res.model) if n in out["inputs"]), out.pop("sweeps")  # file order
     corr = {"prior": rank_correlations(res, opts.output, "prior", names)}
     if res.posterior is not None:
         corr["posterior"] = rank_correlations(res, opts.output, "post", names)
@@ -327,7 +327,6 @@ def prior_analysis(model: Model, opts: Options, key: jax.Array,
     elif names:
         out["notes"].append(f"{len(names)} inputs move {opts.output}: Shapley effects by exact enumeration "
                             f"stop at {MAX_INPUTS}")
-    out["sobol_names"] = names
     out["sweeps"] = {}
     for name, vals in opts.sweeps:
         check()
