@@ -300,10 +300,9 @@ def _expand(d: dict[str, np.ndarray], where: tuple[int, ...]) -> dict[str, np.nd
     return out
 
 
-def _pass(key, model, lik, n, segments, lo, inv, below, blocks_per_call, progress, merge: _Merge,
-          nblocks: int) -> None:
-    """Blocks of n draws in ``segments`` [(layout, b0, b1), ...]: calls of ``blocks_per_call`` blocks per device,
-    added to ``merge`` in block order (the next call is dispatched before the previous one is added)."""
+def _pass(key, model, lik, n, lay: Layout, lo, inv, below, blocks_per_call, progress, merge: _Merge) -> None:
+    """Every block of n draws: calls of ``blocks_per_call`` blocks per device, added to ``merge`` in block order
+    (the next call is dispatched before the previous one is added)."""
     ndev = jax.device_count()
     lo32, inv32 = jnp.asarray(np.asarray(lo, np.float32)), jnp.asarray(np.asarray(inv, np.float32))
     multi = jax.process_count() > 1
@@ -319,29 +318,29 @@ def _pass(key, model, lik, n, segments, lo, inv, below, blocks_per_call, progres
         end, nv, back, out = p
         out = multihost_utils.process_allgather(out, tiled=True) if multi else jax.device_get(out)
         for j in back:  # call positions in block order
-            if nv[j] > 0:  # blocks past the segment (or n) have none
+            if nv[j] > 0:  # blocks past n have none
                 merge.add(jax.tree.map(lambda a, j=j: a[j], out), int(nv[j]))
         if progress is not None:
             progress(end, nblocks)
 
+    nblocks = -(-n // lay.size)
+    fn = _call(lay, ndev)
+    bpc = -(-max(1, blocks_per_call) // lay.batch) * lay.batch  # whole batches only (no remainder program)
+    per_call = bpc * ndev
+    # device d takes blocks start + d, start + d + ndev, ...: the last, partial call stays balanced
+    order = np.arange(per_call).reshape(bpc, ndev).T.reshape(-1)  # call position -> offset of its block
+    back = np.argsort(order)  # block offset -> call position
     pending = None
-    for lay, b0, b1 in segments:
-        fn = _call(lay, ndev)
-        bpc = -(-max(1, blocks_per_call) // lay.batch) * lay.batch  # whole batches only (no remainder program)
-        per_call = bpc * ndev
-        # device d takes blocks start + d, start + d + ndev, ...: the last, partial call stays balanced
-        order = np.arange(per_call).reshape(bpc, ndev).T.reshape(-1)  # call position -> offset of its block
-        back = np.argsort(order)  # block offset -> call position
-        for start in range(b0, b1, per_call):
-            ids = start + order.astype(np.int64)
-            nv = np.where(ids < b1, np.clip(n - ids * lay.size, 0, lay.size), 0).astype(np.int32)
-            args = (ids.astype(np.uint32), nv)
-            if multi:
-                args = tuple(to_global(a) for a in args)
-            out = fn(key, model, lik, lo32, inv32, below, *args)
-            if pending is not None:  # overlap: add the previous call's sums while this one runs
-                finish(pending)
-            pending = (min(start + per_call, b1), nv, back, out)
+    for start in range(0, nblocks, per_call):
+        ids = start + order.astype(np.int64)
+        nv = np.clip(n - ids * lay.size, 0, lay.size).astype(np.int32)
+        args = (ids.astype(np.uint32), nv)
+        if multi:
+            args = tuple(to_global(a) for a in args)
+        out = fn(key, model, lik, lo32, inv32, below, *args)
+        if pending is not None:  # overlap: add the previous call's sums while this one runs
+            finish(pending)
+        pending = (min(start + per_call, nblocks), nv, back, out)
     if pending is not None:
         finish(pending)
 
@@ -351,8 +350,7 @@ def _passes(key, model, lik, n, size, sub, rsub, lo, inv, below, blocks_per_call
     """Every block once, each its pool sub-blocks (PSIS tail, reservoir) first: one compiled program."""
     lay = _layout(model, lik, pool, size, sub, rsub, psub, widen)
     merge = _Merge(n, lay, lik is not None, pool)
-    nblocks = -(-n // size)
-    _pass(key, model, lik, n, [(lay, 0, nblocks)], lo, inv, below, blocks_per_call, progress, merge, nblocks)
+    _pass(key, model, lik, n, lay, lo, inv, below, blocks_per_call, progress, merge)
     return merge
 
 
