@@ -114,10 +114,13 @@ def pool_subblocks(n: int, size: int = BLOCK, sub: int = SUB) -> tuple[int, int]
     effective sample size is under POOL_ESS, so the reservoir never starves."""
     nblocks, nsub = -(-n // size), size // sub
     p = min(nsub, -(-POOL // (nblocks * sub)))
-    if p == nsub:
-        return p, n
-    last = n - (nblocks - 1) * size
-    return p, (nblocks - 1) * p * sub + min(last, p * sub)
+    return p, _pool_draws(n, size, sub, p)
+
+
+def _pool_draws(n: int, size: int, sub: int, p: int) -> int:
+    """Draws in the first p sub-blocks of every block."""
+    nblocks = -(-n // size)
+    return (nblocks - 1) * min(size, p * sub) + min(n - (nblocks - 1) * size, p * sub)
 
 
 def _batch() -> int:
@@ -125,9 +128,11 @@ def _batch() -> int:
     return 1 if jax.devices()[0].platform == "cpu" else GPU_BATCH
 
 
-def _layout(model: Model, lik, pool: int, size: int, sub: int, rsub: int, psub: int, widen: int = 1) -> Layout:
+def _layout(model: Model, lik, pool: int, size: int, sub: int, rsub: int, psub: int, widen: int = 1,
+            pfrom: int = 0) -> Layout:
     """Static sizes of a pass whose pool (``psub`` sub-blocks per block) holds ``pool`` draws; ``widen``
-    scales the per-sub-block top-k (0: keep every draw's key)."""
+    scales the per-sub-block top-k (0: keep every draw's key); ``pfrom`` > 0: a pass over the pool
+    sub-blocks pfrom..psub-1 only, selections and weights only (the pool grown after a first pass)."""
     rows, _ = distinct_rows(model)
     ktop = kres = 0
     if lik is not None and psub:
@@ -138,7 +143,7 @@ def _layout(model: Model, lik, pool: int, size: int, sub: int, rsub: int, psub: 
     batch = _batch()
     first = sub if psub else rsub  # the kept prior draws come from the block's first sub-block
     return Layout(size=size, sub=sub, rows=rows, sampled=sampled, keep=min(KEEP, first), ktop=ktop, kres=kres,
-                  batch=batch, psub=psub if lik is not None else 0, rsub=rsub)
+                  batch=batch, psub=psub if lik is not None else 0, rsub=rsub, pfrom=pfrom, sums=not pfrom)
 
 
 def _call(lay: Layout, ndev: int) -> Callable:
@@ -200,10 +205,10 @@ class _Merge:
         self.log_max = -np.inf
         self.below = self.inside = None
         self.first = None
-        self.m_top = psis_tail(pool) + 1
+        self.m_top_cap = psis_tail(n) + 1  # the tail is cut to the pool's psis_tail only when read: a pool may grow
         self.pool_w = np.zeros(2)  # the pool's sum w and sum w^2, relative to pool_max (its ESS: pool_ess)
         self.pool_max = -np.inf
-        self.top = np.empty(0)
+        self._top = np.empty(0)
         self.res = {"key": np.empty(0), "ll": np.empty(0), "D": np.empty((len(lay.rows), 0))}
         self.cut_top = self.cut_res = -np.inf  # the largest k-th value of a sub-block that was cut
         self._pending: list[tuple[np.ndarray, ...]] = []  # blocks' tail and reservoir candidates not yet folded in
@@ -214,7 +219,25 @@ class _Merge:
         """Kish's effective sample size of the pool's weights."""
         return _kish(*self.pool_w)
 
-    def add(self, blk: dict, n_valid: int) -> None:
+    @property
+    def m_top(self) -> int:
+        return psis_tail(self.pool) + 1
+
+    @property
+    def top(self) -> np.ndarray:
+        """The pool's largest log-likelihoods, ascending (PSIS tail)."""
+        self.settle()
+        return self._top[-self.m_top:]
+
+    def add(self, blk: dict, n_valid: int, lay: Layout | None = None) -> None:
+        """Add one block (``lay``: the layout of the call it came from, when not ``self.lay``)."""
+        lay = self.lay if lay is None else lay
+        if lay.sums:
+            self._add_sums(blk)
+        if self.posterior and "top" in blk:
+            self._add_pool(blk, n_valid, lay)
+
+    def _add_sums(self, blk: dict) -> None:
         prior = {k: np.asarray(v, np.float64) for k, v in blk["prior"].items()}
         self.prior = prior if self.prior is None else {k: self.prior[k] + prior[k] for k in prior}
         if self.first is None:
@@ -235,18 +258,18 @@ class _Merge:
                 self.post = {k: self.post[k] * (a * a if k == "s0w2" else a) + post[k] * (c * c if k == "s0w2" else c)
                              for k in post}
                 self.log_max = new_max
-        if "top" not in blk:  # no pool: no PSIS tail, no reservoir
-            return
+
+    def _add_pool(self, blk: dict, n_valid: int, lay: Layout) -> None:
         s0, s0w2, m = map(float, np.asarray(blk["pool"], np.float64))  # this block's pool sub-blocks' weights
         if np.isfinite(m):
             new_max = max(m, self.pool_max)
             a, c = math.exp(self.pool_max - new_max), math.exp(m - new_max)
             self.pool_w = self.pool_w * [a, a * a] + np.array([s0 * c, s0w2 * c * c])
             self.pool_max = new_max
-        sub = self.lay.sub
-        counts = np.clip(n_valid - sub * np.arange(self.lay.nsub), 0, sub)
+        sub = lay.sub
+        counts = np.clip(n_valid - sub * np.arange(lay.pfrom, lay.psub), 0, sub)  # this call's pool sub-blocks
         top, rkey = np.asarray(blk["top"], np.float64), np.asarray(blk["rkey"], np.float64)
-        full_t, full_r = counts > self.lay.ktop, counts > self.lay.kres
+        full_t, full_r = counts > lay.ktop, counts > lay.kres
         if full_t.any():
             self.cut_top = max(self.cut_top, float(np.max(top[full_t, -1])))
         if full_r.any():
@@ -266,10 +289,10 @@ class _Merge:
             return
         tops, keys, lls, Ds = zip(*self._pending)
         self._pending, self._npending = [], 0
-        t = np.concatenate([self.top, *tops])
-        if t.size > self.m_top:
-            t = np.partition(t, t.size - self.m_top)[-self.m_top:]
-        self.top = np.sort(t)
+        t = np.concatenate([self._top, *tops])
+        if t.size > self.m_top_cap:
+            t = np.partition(t, t.size - self.m_top_cap)[-self.m_top_cap:]
+        self._top = np.sort(t)
         cand_key = np.concatenate([self.res["key"], *keys])
         order = np.argsort(-cand_key, kind="stable")[: min(KEEP, self.pool)]
         self.res = {"key": cand_key[order], "ll": np.concatenate([self.res["ll"], *lls])[order],
@@ -279,8 +302,8 @@ class _Merge:
         """Whether every sub-block kept all its draws that belong to the overall top (else: widen, rerun)."""
         if not self.posterior:
             return True
-        self.settle()
-        ok_top = self.cut_top == -np.inf or (self.top.size >= self.m_top and self.cut_top <= self.top[0])
+        top = self.top
+        ok_top = self.cut_top == -np.inf or (top.size >= self.m_top and self.cut_top <= top[0])
         keys = self.res["key"]
         ok_res = self.cut_res == -np.inf or (keys.size >= min(KEEP, self.pool) and self.cut_res < keys[-1])
         return bool(ok_top and ok_res)
@@ -319,7 +342,7 @@ def _pass(key, model, lik, n, lay: Layout, lo, inv, below, blocks_per_call, prog
         out = multihost_utils.process_allgather(out, tiled=True) if multi else jax.device_get(out)
         for j in back:  # call positions in block order
             if nv[j] > 0:  # blocks past n have none
-                merge.add(jax.tree.map(lambda a, j=j: a[j], out), int(nv[j]))
+                merge.add(jax.tree.map(lambda a, j=j: a[j], out), int(nv[j]), lay)
         if progress is not None:
             progress(end, nblocks)
 
@@ -398,10 +421,15 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     for widen in (1, 8, 64, 0):  # the per-sub-block top-k sizes are a guess; widen them if one was cut short
         merge = _passes(key, model, lik, n, size, sub, rest(psub), lo, 1.0 / width, below, blocks_per_call, progress,
                         psub, pool, widen)
-        if pool < n and merge.pool_ess < POOL_ESS:
-            psub, pool = size // sub, n  # too few effective draws in the pool for the reservoir and the tail fit
-            merge = _passes(key, model, lik, n, size, sub, rest(psub), lo, 1.0 / width, below, blocks_per_call,
-                            progress, psub, pool, widen)
+        while pool < n and merge.pool_ess < POOL_ESS:
+            # Too few effective draws in the pool for the reservoir and the tail fit: grow it (its effective size
+            # grows about in proportion to its draws) by a pass over the new pool sub-blocks that only selects:
+            # the sums are complete already. A sharp observation costs a fraction of a pass, not a second pass.
+            grown = min(size // sub, max(psub + 1, math.ceil(1.25 * psub * POOL_ESS / max(merge.pool_ess, 1.0))))
+            merge.pool = _pool_draws(n, size, sub, grown)
+            ext = _layout(model, lik, merge.pool, size, sub, rest(grown), grown, widen, pfrom=psub)
+            _pass(key, model, lik, n, ext, lo, 1.0 / width, below, blocks_per_call, None, merge)
+            psub, pool = grown, merge.pool
         if merge.exact():
             break
     lay = merge.lay

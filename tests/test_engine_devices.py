@@ -194,22 +194,60 @@ def test_pool_feeds_the_tail_and_reservoir_and_leaves_the_sums_alone(key, monkey
         _same_sums(got, full)
     np.testing.assert_array_equal(whole.top, part.top)  # the pool's sub-blocks are the same program either way
     np.testing.assert_array_equal(whole.reservoir["key"], part.reservoir["key"])
-    # the pool's draws, recomputed block by block outside the engine: the first psub sub-blocks of each
-    ll, keys = [], []
-    for b in range(4):
-        z = engine.draw_z(key, m, np.uint32(b), psub * sub)
-        v = {k: jnp.asarray(x, jnp.float32) for k, x in model_mod.evaluate(m, z).items()}
-        ll.append(np.asarray(engine.log_likelihood(lik, v), np.float64))
-        g = jax.random.fold_in(jax.random.fold_in(key, engine._GUMBEL_ID), b)
-        u = _rng.uniform_from_bits(_rng.bits(g, (psub * sub,)))
-        keys.append(ll[-1] + np.asarray(-jnp.log(-jnp.log(u)), np.float64))
-    ll, keys = np.concatenate(ll), np.concatenate(keys)
-    assert ll.size == pool
-    np.testing.assert_allclose(part.top, np.sort(ll)[-(engine.psis_tail(pool) + 1):], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(part.reservoir["key"], np.sort(keys)[::-1][: engine.KEEP], rtol=1e-5, atol=1e-4)
+    _exact_pool(part, key, m, lik, 4, psub * sub)
     # a pool with too few effective draws for the reservoir is widened to every draw
     monkeypatch.setattr(engine, "POOL_ESS", 10 * n)
     assert engine.run(key, m, lik, n, size=size, sub=sub).pool == n
+
+
+def _pool_ll(key, m, lik, nblocks: int, per_block: int):
+    """The log-likelihoods and Gumbel keys of the first ``per_block`` draws of each block, recomputed block
+    by block outside the engine, and the pool's Kish effective sample size."""
+    ll, keys = [], []
+    for b in range(nblocks):
+        z = engine.draw_z(key, m, np.uint32(b), per_block)
+        v = {k: jnp.asarray(x, jnp.float32) for k, x in model_mod.evaluate(m, z).items()}
+        ll.append(np.asarray(engine.log_likelihood(lik, v), np.float64))
+        g = jax.random.fold_in(jax.random.fold_in(key, engine._GUMBEL_ID), b)
+        u = _rng.uniform_from_bits(_rng.bits(g, (per_block,)))
+        keys.append(ll[-1] + np.asarray(-jnp.log(-jnp.log(u)), np.float64))
+    ll, keys = np.concatenate(ll), np.concatenate(keys)
+    w = np.exp(ll - ll.max())
+    return ll, keys, w.sum() ** 2 / (w * w).sum()
+
+
+def _exact_pool(sums, key, m, lik, nblocks: int, per_block: int):
+    """The run's PSIS tail and reservoir are the exact largest over its pool's draws."""
+    ll, keys, _ = _pool_ll(key, m, lik, nblocks, per_block)
+    assert ll.size == sums.pool
+    np.testing.assert_allclose(sums.top, np.sort(ll)[-(engine.psis_tail(sums.pool) + 1):], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(sums.reservoir["key"], np.sort(keys)[::-1][: engine.KEEP], rtol=1e-5, atol=1e-4)
+
+
+def test_a_pool_with_too_few_effective_draws_grows(key, monkeypatch):
+    """A pool whose effective sample size is under POOL_ESS grows by a selection-only pass over more of each
+    block's sub-blocks: its tail and reservoir are then the exact largest over the grown pool, and the sums
+    are those of the first pass, bit for bit."""
+    size, sub, n = 1 << 14, 1 << 11, 4 * (1 << 14) - 321  # 8 sub-blocks per block
+    spec = mcflops.load_spec(SPEC)
+    m = model_mod.build_model(spec)
+    lik = engine.build_likelihood(spec, m)
+    monkeypatch.setattr(engine, "POOL", 4 * sub)  # one pool sub-block per block
+    monkeypatch.setattr(engine, "POOL_ESS", 0)
+    first = engine.run(key, m, lik, n, size=size, sub=sub)
+    assert first.pool == 4 * sub
+    ess1 = _pool_ll(key, m, lik, 4, sub)[2]
+    ess3 = _pool_ll(key, m, lik, 4, 3 * sub)[2]
+    # asks for 2.2 sub-blocks' worth: grown to ceil(1.25 x 2.2) = 3 sub-blocks per block, enough unless the
+    # ESS grows far slower than the draws (checked: it is at least 2.2 x that of one sub-block here)
+    assert ess3 >= 2.2 * ess1
+    monkeypatch.setattr(engine, "POOL_ESS", 2.2 * ess1)
+    grown = engine.run(key, m, lik, n, size=size, sub=sub)
+    assert grown.pool == 4 * 3 * sub
+    _exact_pool(grown, key, m, lik, 4, 3 * sub)
+    for part in ("prior", "post"):
+        for k, v in getattr(first, part).items():
+            np.testing.assert_array_equal(getattr(grown, part)[k], v)
 
 
 def test_vmapped_blocks_give_the_same_sums(key, monkeypatch):
