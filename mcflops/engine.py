@@ -45,7 +45,7 @@ from .model import Model
 
 _CALLS: dict[tuple, Callable] = {}
 POOL = 1 << 20  # draws (at least) whose log-weights feed the PSIS tail and the reservoir (pool_subblocks)
-POOL_ESS = 20 * KEEP  # a pool with fewer effective draws is widened to every draw (run)
+POOL_ESS = 20 * KEEP  # a pool with fewer effective draws grows (run: a selection-only pass over more sub-blocks)
 
 
 def _one_device_per_core() -> None:
@@ -110,8 +110,8 @@ def pool_subblocks(n: int, size: int = BLOCK, sub: int = SUB) -> tuple[int, int]
     Both are bounded by what they serve (KEEP posterior draws for plots and ArviZ; a Pareto fit of the
     weights' tail, a property of their distribution), not by n: past a pool of ~1M draws they would cost
     a third of the importance-sampling pass and change nothing. The pool is a prefix of every block, so
-    every block costs the same and devices stay balanced. ``run`` widens it to every draw when its
-    effective sample size is under POOL_ESS, so the reservoir never starves."""
+    every block costs the same and devices stay balanced. ``run`` grows it (more sub-blocks of every block,
+    up to all of them) while its effective sample size is under POOL_ESS, so the reservoir never starves."""
     nblocks, nsub = -(-n // size), size // sub
     p = min(nsub, -(-POOL // (nblocks * sub)))
     return p, _pool_draws(n, size, sub, p)
