@@ -231,7 +231,7 @@ def _select(acc: dict, i, ll, gumbel_words, D, lay: Layout) -> dict:
     return new
 
 
-def _select_block(key, model: Model, lik: Likelihood, block, n_valid, lay: Layout, K, names):
+def _select_block(model: Model, lik: Likelihood, n_valid, lay: Layout, K, names):
     """A grown pool's new part (pool sub-blocks pfrom..psub-1 of a block): the selections and the sums of
     the weights there (relative to their largest log-likelihood), nothing else (``Layout.sums`` False)."""
     f32, q, k = jnp.float32, len(lay.rows), lay.nsub
@@ -268,6 +268,8 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
     if ids:  # every stream's key words at once (vmapped: one Threefry graph, not one per stream)
         words = jax.vmap(lambda i: _words(jax.random.fold_in(jax.random.fold_in(key, i), block)))
         K = words(jnp.asarray(ids, jnp.uint32))[:, :, None]  # [streams, 4 words, 1]
+    if not lay.sums:  # only the selections in a grown pool's new sub-blocks
+        return _select_block(model, lik, n_valid, lay, K, names)
     f32 = jnp.float32
     zq = jnp.zeros((q,), f32)
     mom0 = {"s0": jnp.zeros((), f32), "s1d": zq, "s2d": zq, "s1y": zq, "s2y": zq, "cross": jnp.zeros((q, q), f32)}
@@ -275,8 +277,6 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
     zs = jnp.zeros((hs,), f32)  # the prior's e^d sums: sampled rows only (inputs' are known exactly)
     acc = {"prior": {**mom0, "s1y": zs, "s2y": zs, "hist": jnp.zeros((hs * (nb + 2),), f32)},
            "first": jnp.zeros((q, lay.keep), f32)}
-    if not lay.sums:  # only the selections in a grown pool's new sub-blocks
-        return _select_block(key, model, lik, block, n_valid, lay, K, names)
     if lik is not None:
         no = len(lik.names)
         acc.update(post={**mom0, "hist": jnp.zeros((q * (nb + 2),), f32), "s0w2": jnp.zeros((), f32)},
