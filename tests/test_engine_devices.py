@@ -269,5 +269,7 @@ def test_vmapped_blocks_give_the_same_sums(key, monkeypatch):
     assert one.pool == two.pool == 3 * sub
     _same_sums(two, one)
     _same_sums(prior_two, prior_one, parts=("prior",))
+    # the same float32 arithmetic, vmapped: at most a few ulps apart (float32 eps 1.2e-7; 1e-6 is ~8 ulps), while a
+    # wrong draw or a lost sub-block moves these values by far more than that
     for a, b in ((two.top, one.top), (two.reservoir["key"], one.reservoir["key"]), (two.first, one.first)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
