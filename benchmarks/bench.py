@@ -103,7 +103,8 @@ def sobol_time(base: int = 1 << 18) -> dict:
     model evaluations): first call in this process (compile + run), then the best of two."""
     import jax
 
-    from mcflops import load_spec, sensitivity
+    from mcflops import load_spec
+    from mcflops.analysis import sensitivity
     from mcflops import model as model_mod
 
     m = model_mod.build_model(load_spec(SOBOL_SPEC))
@@ -132,7 +133,9 @@ def quantile_accuracy(n: int) -> dict:
     """Engine quantiles vs np.quantile of the same draws (recomputed block by block outside the engine)."""
     import jax
 
-    from mcflops import engine, load_spec, summary
+    from mcflops import load_spec
+    from mcflops import engine
+    from mcflops.engine import summary
     from mcflops import model as model_mod
 
     spec = load_spec(SPEC)
@@ -209,10 +212,8 @@ def main(argv=None) -> int:
 
     import jax
 
-    from mcflops import (
-        api,
-        engine,  # noqa: F401  (first: it claims one CPU device per core before JAX starts)
-    )
+    from mcflops import api
+    from mcflops import engine  # noqa: F401  (first: it claims one CPU device per core before JAX starts)
 
     dev = api.device_name()
     r: dict = {"machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus", "device": dev,

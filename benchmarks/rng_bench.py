@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mcflops import _rng  # noqa: E402
+from mcflops.engine import rng as _rng
 
 U32, F32 = jnp.uint32, jnp.float32
 

@@ -8,8 +8,9 @@ Public API (a notebook uses it the way the CLI does)::
     res.prior["gpu_hours"]["p50"], res.posterior["mfu"]
 """
 
-from .api import Result as Result, device_name as device_name, run as run, version as version
-from .errors import SpecError as SpecError
-from .spec import Spec as Spec, load_spec as load_spec, resolved_dict as resolved_dict
+from mcflops.api import Result as Result, device_name as device_name, run as run
+from mcflops._version import version as version
+from mcflops.errors import SpecError as SpecError
+from mcflops.spec import Spec as Spec, load_spec as load_spec, resolved_dict as resolved_dict
 
 __version__ = version()

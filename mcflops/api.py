@@ -12,33 +12,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .errors import SpecError
-from .spec import Spec, check_samples, load_spec, resolved_dict
+from mcflops import chain as napkin
+from mcflops._version import version, versions
 
-
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError, version as v
-
-    try:
-        return v("mcflops")
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0+unknown"
-
-
-def versions() -> dict[str, str | None]:
-    """The versions that made a run (summary.json "versions"): mcflops, Python, JAX, jaxlib, NumPy.
-
-    Read from the installed packages' metadata, so nothing is imported; None for one not installed."""
-    import platform
-    from importlib.metadata import PackageNotFoundError, version as v
-
-    found: dict[str, str | None] = {"mcflops": version(), "python": platform.python_version()}
-    for name in ("jax", "jaxlib", "numpy"):
-        try:
-            found[name] = v(name)
-        except PackageNotFoundError:
-            found[name] = None
-    return found
+from mcflops.errors import SpecError
+from mcflops.spec.load import Spec, check_samples, load_spec, resolved_dict
 
 
 def device_name() -> str:
@@ -109,7 +87,9 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
     """
     import jax
 
-    from . import engine, model as model_mod, summary
+    from mcflops import engine
+    from mcflops.model import compute as model_mod
+    from mcflops.engine import summary
 
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
@@ -122,7 +102,7 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
         spec = Spec(**{**spec.__dict__, "samples": samples, "seed": seed})
     sens_opts = None
     if sensitivity:  # validate the file's `sensitivity:` block before sampling (issue 4)
-        from . import sensitivity as sens
+        from mcflops.analysis import sensitivity as sens
 
         sens_opts = sens.options(spec)
     t0 = time.perf_counter()
@@ -147,11 +127,12 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
                 entry.update(value=o.value, sigma=o.scale if o.noise == "lognormal" else None,
                              prior_percentile=summary.percentile_of(sums, i))
             observed[name] = entry
-        ch = model_mod.chain(spec)
+        ch = napkin.chain(spec)
         res = Result(spec=spec, seed=seed, samples=samples, chain=ch, prior=prior, observed=observed, draws=draws,
                      device=device_name(), sums=sums, model=m)
         if lik is not None and posterior:
-            from . import inference, nuts as nuts_mod  # nuts: --method nuts and the auto fallback
+            from mcflops.inference import update as inference
+            from mcflops.inference import nuts as nuts_mod
 
             sampler = nuts_mod.run_nuts if nuts_mod.available() else None
             inference.attach_posterior(res, lik, method=method, sampler=sampler,
@@ -177,7 +158,7 @@ def _alongside(m, sens_opts, key):
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    from . import sensitivity as sens
+    from mcflops.analysis import sensitivity as sens
 
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcflops-sensitivity")

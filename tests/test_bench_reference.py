@@ -49,7 +49,8 @@ def _reference_draws(n: int) -> np.ndarray:
 
 
 def test_sobol_benchmark_spec_has_five_uncertain_inputs():
-    from mcflops import load_spec, sensitivity
-    from mcflops.model import build_model
+    from mcflops import load_spec
+    from mcflops.analysis import sensitivity
+    from mcflops.model.compute import build_model
 
     assert len(sensitivity.uncertain(build_model(load_spec(bench.SOBOL_SPEC)))) == 5

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import mcflops
-from mcflops import engine
+from mcflops.engine import driver
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,11 +39,11 @@ def test_engine_runs_without_plotting_or_ppl_packages():
 def test_one_compile_per_structure():
     """Same structure, other numbers: the block kernel is traced once (numbers are leaves)."""
     mcflops.run(SPEC, samples=20_000)
-    sizes = {k: f._cache_size() for k, f in engine._CALLS.items()}
+    sizes = {k: f._cache_size() for k, f in driver._CALLS.items()}
     other = {**SPEC, "priors": {"params": 8e9, "tokens": {"lognormal": [3e12, 5e12]}, "mfu": {"beta": [0.2, 0.6]}},
              "observe": {"gpu_hours": {"value": 2e5, "sigma": 0.2}}}
     mcflops.run(other, samples=30_000, seed=5)
-    assert {k: f._cache_size() for k, f in engine._CALLS.items()} == sizes
+    assert {k: f._cache_size() for k, f in driver._CALLS.items()} == sizes
 
 
 @pytest.mark.skipif(shutil.which("lint-imports") is None and not (ROOT / ".venv/bin/lint-imports").exists(),

@@ -21,10 +21,13 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from mcflops import api, engine, hardware
+from mcflops import api
+from mcflops import engine
+from mcflops import hardware
+from mcflops import chain as napkin
 from mcflops import model as model_mod
 from mcflops.errors import SpecError
-from mcflops.spec import INPUTS, load_spec
+from mcflops.spec.load import INPUTS, load_spec
 
 SMALL = 1 << 12  # draws per block in these tests (the engine's default is 2^20)
 QS = ("p5", "p25", "p50", "p75", "p95")
@@ -175,7 +178,7 @@ def _resolve_observation(d: dict) -> dict:
     obs = d.get("observe", {}).get("gpu_hours")
     if obs is None or "factor" not in obs:
         return d
-    chain = model_mod.chain(load_spec({k: v for k, v in d.items() if k != "observe"}))
+    chain = napkin.chain(load_spec({k: v for k, v in d.items() if k != "observe"}))
     d = {**d, "observe": {"gpu_hours": {"value": chain["gpu_hours"] * obs["factor"], "sigma": obs["sigma"]}}}
     return d
 
@@ -235,8 +238,8 @@ def test_valid_specs_give_finite_positive_ordered_summaries(d):
 def test_spec_tail_check_matches_the_sampler_tables(named):
     """spec.py checks the extremes a prior can produce with dists.tail_quantiles (scipy, no JAX); they
     must be the ends of the sampler's table (distributions.log_quantile_table), or the check checks nothing."""
-    from mcflops.dists import tail_quantiles
-    from mcflops.distributions import log_quantile_table
+    from mcflops.priors.dist import tail_quantiles
+    from mcflops.model.samplers import log_quantile_table
 
     name, prior = named
     priors = {"params": 1e9, "tokens": 1e12, "mfu": 0.4, name: prior}
@@ -360,7 +363,7 @@ def mutated_extras(draw):
 @settings(max_examples=150, **SETTINGS)
 @given(mutated_extras())
 def test_invalid_extra_blocks_raise_spec_error_only(d):
-    from mcflops.terminal_sens import validate_extras
+    from mcflops.cli.sens import validate_extras
 
     try:
         validate_extras(load_spec(d, path="mutant.yaml"))

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from mcflops import __version__
-from mcflops.cli import main
-from mcflops.spec import load_spec
+from mcflops.cli.main import main
+from mcflops.spec.load import load_spec
 
 HERE = Path(__file__).parent
 OK = HERE / "bad" / "ok" / "small.yaml"

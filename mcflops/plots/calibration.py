@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from . import style
+from mcflops.plots import style
 
 KIND_COLOURS = {"reported": style.POSTERIOR, "derived": style.ACCENT, "third_party": style.PRIOR,
                 "throughput": "#e9c46a", "reported_rounded": "#6d597a", "reported_informal": "#6d597a",

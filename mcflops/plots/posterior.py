@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import style
+from mcflops.plots import style
 
 PRIOR_POSTERIOR = "posterior_inputs.png"
 RIDGE = "mfu_goodput_ridge.png"
@@ -76,7 +76,7 @@ def _grid(res, name: str, n: int = 160) -> np.ndarray:
 
 
 def _fmt(name: str, v: float) -> str:
-    from ..numbers import format_number
+    from mcflops.numbers import format_number
 
     k, unit = _scale(name)
     return f"{v * k:.1f}{unit}" if unit else format_number(v)
@@ -122,7 +122,7 @@ def _big_ticks(ax, grid: np.ndarray) -> None:
     if grid.max() >= 1e4:
         from matplotlib.ticker import FuncFormatter
 
-        from ..numbers import format_number
+        from mcflops.numbers import format_number
 
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_number(v)))
 

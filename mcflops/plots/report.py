@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import style
+from mcflops.plots import style
 
 
 def gaussian_kde(data: np.ndarray, points: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:

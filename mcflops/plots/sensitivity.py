@@ -11,8 +11,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..numbers import format_number as fmt
-from . import style
+from mcflops.numbers import format_number as fmt
+from mcflops.plots import style
 
 LABELS = {"mfu": "MFU", "goodput": "goodput", "tokens": "tokens (D)", "params": "parameters (N)",
           "peak_flops": "peak FLOP/s", "price": "price", "power": "power", "pue": "PUE",

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import drivers, sections
-from .blocks import HEADLINE_FIGURE, Document, Fig, Section, caption, used_figures
-from .markup import md_escape, png_size, to_html, to_markdown
+from mcflops.report import drivers
+from mcflops.report import sections
+from mcflops.report.blocks import HEADLINE_FIGURE, Document, Fig, Section, caption, used_figures
+from mcflops.report.markup import md_escape, png_size, to_html, to_markdown
 
 FILES = ("report.md", "report.html")
 _PNG = b"\x89PNG\r\n\x1a\n"
@@ -40,7 +41,7 @@ class Run:
 
 def load(folder: str | Path, label: str | None = None) -> Run:
     """Read summary.json (required), the resolved prior file and the PNGs of ``folder``."""
-    from ..errors import SpecError
+    from mcflops.errors import SpecError
 
     folder = Path(folder)
     path = folder / "summary.json"
@@ -56,7 +57,7 @@ def load(folder: str | Path, label: str | None = None) -> Run:
     spec = None
     resolved = folder / "spec.resolved.yaml"
     if resolved.is_file():
-        from ..spec import load_spec
+        from mcflops.spec.load import load_spec
 
         try:
             spec = load_spec(resolved)

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..numbers import format_number
+from mcflops.numbers import format_number
 
 HEADLINE_FIGURE = "headline_gpu_hours.png"  # drawn by plots.report.headline
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from ..numbers import format_number
-from .blocks import (_SENS, B, C, P, Section, Sub, Table, _fig_blocks, _figs, fmt, interval,
-                     label, missing, num)
+from mcflops.numbers import format_number
+from mcflops.report.blocks import _SENS, B, C, P, Section, Sub, Table, _fig_blocks, _figs, fmt, interval, label, missing, num
 
 # ---- 4. drivers -------------------------------------------------------------------------------
 

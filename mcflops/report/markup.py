@@ -14,7 +14,7 @@ import struct
 from typing import Any
 from urllib.parse import quote
 
-from .blocks import B, Box, C, Document, Fig, Items, P, Sub, Table
+from mcflops.report.blocks import B, Box, C, Document, Fig, Items, P, Sub, Table
 
 # ---- Markdown -----------------------------------------------------------------------------------
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 import shlex
 from typing import Any, Mapping
 
-from ..numbers import format_number
-from ..spec import INPUTS, OUTPUTS
-from .blocks import (HEADLINE_FIGURE, _POST, _SENS, B, Box, C, Items, P, Section, Sub, Table, _accelerator, _and,
-                     _count, _fig_blocks, _figs, fmt, interval, label, median_ci, missing, num, ordinal, stat)
+from mcflops.numbers import format_number
+from mcflops.spec.load import INPUTS, OUTPUTS
+from mcflops.report.blocks import HEADLINE_FIGURE, _POST, _SENS, B, Box, C, Items, P, Section, Sub, Table, _accelerator, _and, _count, _fig_blocks, _figs, fmt, interval, label, median_ci, missing, num, ordinal, stat
 
 # ---- 1. headline ------------------------------------------------------------------------------
 

@@ -1,0 +1,5 @@
+import sys
+
+from mcflops.cli.main import main
+
+sys.exit(main())

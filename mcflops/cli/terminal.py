@@ -1,0 +1,114 @@
+"""Readable terminal output (rich): the napkin chain, the distributions, the update."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcflops.numbers import format_number as fmt
+from mcflops.spec.load import INPUTS, OUTPUTS
+
+_COLS = ("mean", "sd", "p5", "p25", "p50", "p75", "p95")
+
+
+_SHORT = {"accelerator-hours": "h", "fraction": "", "USD/accelerator-hour": "$/h", "parameters": "",
+          "tokens": "", "FLOP": "", "FLOP/s": "FLOP/s", "USD": "$", "ratio": ""}
+
+
+def _unit(name: str) -> str:
+    unit = OUTPUTS[name][0] if name in OUTPUTS else INPUTS.get(name, ("", "", "", ""))[2]
+    return _SHORT.get(unit, unit)
+
+
+def stats_table(title: str, stats: dict[str, dict[str, Any]], names) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("quantity", no_wrap=True)
+    for c in _COLS:
+        t.add_column(c, justify="right", no_wrap=True)
+    t.add_column("±p50", justify="right", style="dim", no_wrap=True)
+    for n in names:
+        s = stats.get(n)
+        if not isinstance(s, dict) or "p50" not in s:
+            continue
+        unit = _unit(n)
+        t.add_row(n + (f" [dim]{unit}[/dim]" if unit else ""), *(fmt(s[c], 3) for c in _COLS),
+                  fmt(s.get("mcse_p50", 0.0), 2))
+    return t
+
+
+def print_result(res, data: dict[str, Any]) -> None:
+    import sys
+
+    from rich.console import Console
+    from rich.markup import escape as _escape
+
+    from mcflops.errors import one_line
+
+    def escape(text: str) -> str:  # user text: shown as text, never as markup or terminal control
+        return _escape(one_line(text))
+
+    con = Console() if sys.stdout.isatty() else Console(width=120)
+    spec = res.spec
+    ch = data["chain"]
+    con.print(f"[bold]{escape(spec.name)}[/bold]  {escape(spec.description)}")
+    con.print(f"[dim]seed {res.seed} · {res.samples:,} draws · {res.device} · "
+              f"{res.timings.get('total_s', 0):.2f} s · flops convention {spec.flops}[/dim]\n")
+    con.print("[bold]Napkin chain[/bold] (each input at its median)")
+    peak = ch["peak_flops"]
+    per_token = {"6nd": f"6 x {fmt(ch.get('params', 0))}", "palm": f"(6N + 12·L·H·Q·T) {fmt(ch['flops_per_token'])}",
+                 "megatron": f"72·l·h²(1 + s/6h + V/12lh) {fmt(ch['flops_per_token'])}"}[spec.flops]
+    lines = [f"  FLOPs = {'6·N·D' if spec.flops == '6nd' else 'FLOPs/token x D'} = "
+             f"{per_token} x {fmt(ch['tokens'])} = {fmt(ch['flops'], 3)}",
+             f"  GPU-hours = FLOPs / (peak {fmt(peak)} x MFU {ch['mfu']:.3f} x goodput {ch['goodput']:.3f}) / 3600"
+             f" = {fmt(ch['gpu_hours'])}"]
+    if "wall_days" in ch:
+        lines.append(f"  wall-clock = {fmt(ch['gpu_hours'])} / {spec.hardware.count:,} / 24 = {ch['wall_days']:.1f} days")
+    if "implied_mfu" in ch:
+        lines.append(f"  backwards: the published {fmt(ch['observed_gpu_hours'])} hours imply MFU x goodput = "
+                     f"{ch['implied_mfu_x_goodput']:.4f}, i.e. MFU {ch['implied_mfu']:.3f} at goodput 1, "
+                     f"{ch['implied_mfu_at_median_goodput']:.3f} at the median goodput {ch['goodput']:.3f}")
+    for line in lines:
+        con.print(line)
+    con.print()
+    names = list(res.spec.uncertain) + list(res.spec.outputs)
+    con.print(stats_table("Prior predictive", res.prior, names))
+    for name, o in data.get("observed", {}).items():
+        if o.get("prior_percentile") is not None:
+            con.print(f"  published {name} {fmt(o['value'])} sits at the {o['prior_percentile']:.1f}th percentile "
+                      "of the prior predictive")
+        elif "prior_probability_inside" in o:
+            con.print(f"  observed {name} in [{fmt(o['low'])}, {fmt(o['high'])}]: prior probability "
+                      f"{o['prior_probability_inside']:.3f}")
+    post = data.get("posterior")
+    if post:
+        con.print()
+        diag = f"method {post.get('method')}, ESS {post.get('ess', float('nan')):,.0f}"
+        if post.get("pareto_k") is not None:
+            diag += f", Pareto k {post['pareto_k']:.2f}"
+        con.print(stats_table(f"Posterior ({diag})", post, names))
+        if "corr_mfu_goodput_log" in post:
+            con.print(f"  posterior correlation of log MFU and log goodput: {post['corr_mfu_goodput_log']:+.2f} "
+                      "(the data constrain their product)")
+        paper = post.get("mfu_vs_paper")
+        if paper:
+            lo, hi = paper["range"]
+            con.print(f"  P({lo:.0%} <= MFU <= {hi:.0%}): prior {paper['prior_probability']:.2f}, "
+                      f"posterior {paper['posterior_probability']:.2f}")
+    sens = data.get("sensitivity")
+    if sens:
+        from mcflops.cli.sens import brief_lines
+
+        con.print()
+        for line in brief_lines(sens):
+            con.print(escape(line))
+        for sw in (sens.get("sweeps") or {}).values():
+            vals, p50 = sw["values"], sw["p50"]
+            picks = sorted({0, len(vals) - 1, *(i for i, v in enumerate(vals) if abs(v - 0.40) < 1e-9)})
+            con.print(escape(f"Sweep of {sw['input']} (others sampled): median {sw['output']} "
+                             + ", ".join(f"{fmt(vals[i], 3)} -> {fmt(p50[i])}" for i in picks)))
+    for note in data.get("notes", []):
+        con.print(f"[yellow]note:[/yellow] {escape(note)}")
+    if "out" in data:
+        con.print(f"\n[dim]wrote {escape(str(data['out']))}/[/dim]")

@@ -1,0 +1,378 @@
+"""The engine's device side: keyed standard normals, the observations' log-likelihood, and the one
+compiled program that reduces blocks of draws to fixed-size sums.
+
+Keying. Input ``x`` in block ``b`` draws ``normals(fold_in(fold_in(key, crc32(x)), b), (size,))``
+(``_rng``: element i from counter i, so any slice can be made on its own). ``draw_z`` gives the
+draws of any block, the same as the engine's.
+
+The program (``make_call``): a loop over the call's blocks and, in each block, over sub-blocks
+(on a CPU ``SUB`` draws, so intermediates stay in cache; only sub-blocks that hold draws run). Each
+sub-block adds into fixed-size sums: moments and log-space histograms of the outputs, and with
+observations the importance-weighted sums (weights relative to a running maximum, rescaled when it
+grows, as in an online softmax), the largest log-likelihoods (PSIS tail) and the largest Gumbel keys
+(a weighted reservoir), both by an exact top-k per sub-block, in the block's first ``psub`` sub-blocks
+only (the pool: engine.pool_subblocks). Blocks are sharded over a 1-D mesh of
+every device (``shard_map``); nothing is communicated between devices.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mcflops.engine import rng as _rng
+from mcflops.model import copula
+from mcflops.model.compute import Model, outputs
+from mcflops.spec.load import Spec
+
+BLOCK = 1 << 20  # draws per keyed block (part of the algorithm: changing it changes the draws)
+SUB = 1 << 14  # draws per sub-block on a CPU (a loop inside the block: intermediates stay in L2; 2^14 beat 2^15 and 2^16 by 7-13% here)
+NBINS = 4096  # histogram bins per quantity (+ one underflow and one overflow bin)
+KEEP = 4000  # draws kept for plots and ArviZ (prior: the first KEEP; posterior: a weighted reservoir)
+GPU_BATCH = 8  # blocks vmapped side by side on a GPU
+GROUP = 16  # the exact per-sub-block top-k first picks groups of GROUP draws by their maxima
+_GUMBEL_ID = 0x7FFF_FFF1
+
+
+def stable_id(name: str) -> int:
+    """A stable 31-bit id for an input name (CRC-32; Python's hash() is salted per process)."""
+    return zlib.crc32(name.encode()) & 0x7FFF_FFFF
+
+
+def normals(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """Standard normal draws (float32): a pure function of the key, element i from counter i
+    (``_rng.normals``: fused Threefry-2x32-20, about twice as fast as ``jax.random.normal`` on CPU)."""
+    return _rng.normals(key, shape)
+
+
+def _words(key: jax.Array) -> jax.Array:
+    """The four key words ``_rng`` derives from a key (Threefry key, counter high word)."""
+    return jax.random.bits(key, (4,), jnp.uint32)
+
+
+def _input_keys(key: jax.Array, model: Model, block) -> dict[str, jax.Array]:
+    return {name: jax.random.fold_in(jax.random.fold_in(key, stable_id(name)), block)
+            for name, s in zip(model.inputs, model.samplers) if s.kind != "const"}
+
+
+def draw_z(key: jax.Array, model: Model, block, size: int) -> dict[str, jax.Array]:
+    """Standard-normal scores of every uncertain input for the first ``size`` draws of block ``block``
+    (the draws ``run`` makes there), the copula applied."""
+    z = {name: normals(k, (size,)) for name, k in _input_keys(key, model, block).items()}
+    return copula.apply(model, z)  # correlations: a Gaussian copula on the z's (identity when none)
+
+
+# ---------------------------------------------------------------------------------------------- observations
+
+@dataclass(frozen=True)
+class Likelihood:
+    """Observations compiled for the kernel. Static: what is observed and how; leaves: the numbers."""
+
+    names: tuple[str, ...]
+    kinds: tuple[str, ...]  # lognormal | normal | between
+    target: jax.Array  # centred log of the observed value (lognormal/normal)
+    scale: jax.Array  # sigma of log (lognormal) or value/sd (normal)
+    low: jax.Array  # between: centred log bounds
+    high: jax.Array
+
+
+jax.tree_util.register_dataclass(Likelihood, data_fields=["target", "scale", "low", "high"],
+                                 meta_fields=["names", "kinds"])
+
+
+def build_likelihood(spec: Spec, model: Model) -> Likelihood | None:
+    if not spec.observe:
+        return None
+    t, s, lo, hi = [], [], [], []
+    for name, o in spec.observe.items():
+        c = model.centers[name]
+        if o.noise == "between":
+            t.append(0.0), s.append(1.0)
+            lo.append(math.log(o.low) - c if o.low > 0 else -np.inf), hi.append(math.log(o.high) - c)
+        else:
+            t.append(math.log(o.value) - c)
+            s.append(o.scale if o.noise == "lognormal" else o.value / o.scale)
+            lo.append(0.0), hi.append(0.0)
+    f = lambda x: jnp.asarray(np.asarray(x, np.float32))
+    return Likelihood(tuple(spec.observe), tuple(o.noise for o in spec.observe.values()), f(t), f(s), f(lo), f(hi))
+
+
+def log_likelihood(lik: Likelihood, v: Mapping[str, jax.Array]) -> jax.Array:
+    """Sum of the observations' log-likelihoods (up to constants) for each draw."""
+    total = 0.0
+    for i, (name, kind) in enumerate(zip(lik.names, lik.kinds)):
+        d = v[name]
+        if kind == "lognormal":  # log(observed) ~ Normal(log q, sigma)
+            total = total - 0.5 * jnp.square((d - lik.target[i]) / lik.scale[i])
+        elif kind == "normal":  # observed ~ Normal(q, sd): (q - v)/sd = (v/sd)(e^{d-t} - 1)
+            total = total - 0.5 * jnp.square(lik.scale[i] * jnp.expm1(d - lik.target[i]))
+        else:  # uniform likelihood on [low, high]
+            total = total + jnp.where((d >= lik.low[i]) & (d <= lik.high[i]), 0.0, -jnp.inf)
+    return total
+
+
+# ---------------------------------------------------------------------------------------------- the program
+
+@dataclass(frozen=True)
+class Layout:
+    """Static sizes of one engine pass (with the model's structure, what a compiled program depends on).
+
+    A block is read in two loops: ``psub`` pool sub-blocks of ``sub`` draws (with observations: the PSIS
+    tail and the reservoir are selected there), then sub-blocks of ``rsub`` draws up to the block's end
+    (no selection). Without observations ``psub`` is 0 and the second loop is the whole block."""
+
+    size: int = BLOCK  # draws per block
+    sub: int = SUB  # draws per pool sub-block
+    rows: tuple[str, ...] = ()  # distinct quantities reduced (the others are equal to one of these)
+    sampled: tuple[int, ...] = ()  # rows whose prior histogram is counted (inputs' is known exactly)
+    nbins: int = NBINS
+    keep: int = KEEP  # prior draws kept (the first of block 0)
+    ktop: int = 0  # largest log-likelihoods kept per pool sub-block
+    kres: int = 0  # largest Gumbel keys kept per pool sub-block
+    batch: int = 1  # blocks computed side by side (vmapped) in a call: 1 on CPU, a few on GPUs
+    psub: int = 0  # pool sub-blocks at the start of every block (0: no observations)
+    rsub: int = SUB  # draws per sub-block after the pool
+    pfrom: int = 0  # with sums=False: the pool sub-blocks pfrom..psub-1 of every block (a grown pool's new part)
+    sums: bool = True  # False: only the PSIS tail, the reservoir and the pool's weights (no moments, histograms)
+
+    @property
+    def nsub(self) -> int:
+        """Pool sub-blocks a call selects in, per block."""
+        return self.psub - self.pfrom
+
+
+def _moments(D, y, w, s0, cross):
+    """Sums over one sub-block (rows of D: centred logs, masked to 0 where a draw is not valid; y = e^D,
+    masked the same): s0, sum w d, sum w d^2, sum w e^d, sum w e^2d, and the cross sums sum w d d'
+    (``cross``, computed by the caller). ``w=None``: every valid draw has weight 1 (the prior)."""
+    if w is None:
+        return {"s0": s0, "s1d": jnp.sum(D, axis=1), "s2d": jnp.diagonal(cross), "s1y": jnp.sum(y, axis=1),
+                "s2y": jnp.sum(y * y, axis=1), "cross": cross}
+    wD, wy = D * w[None, :], y * w[None, :]
+    return {"s0": s0, "s1d": jnp.sum(wD, axis=1), "s2d": jnp.diagonal(cross), "s1y": jnp.sum(wy, axis=1),
+            "s2y": jnp.sum(wy * y, axis=1), "cross": cross}
+
+
+def _hist_index(D, lo, inv, nbins):
+    """Flat bin index of every element of D (row r uses bins r*(nbins+2) .. (r+1)*(nbins+2) - 1)."""
+    idx = jnp.clip(jnp.floor((D - lo[:, None]) * inv[:, None]) + 1.0, 0.0, nbins + 1.0).astype(jnp.int32)
+    return idx + (jnp.arange(D.shape[0], dtype=jnp.int32) * (nbins + 2))[:, None]
+
+
+def _top(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+    """Exact top-k (values, indices) of a vector, via its groups' maxima: the k largest elements lie in
+    the k groups with the largest maxima (a group holding one of them has a maximum at least as large,
+    and at most k groups can), so only k * GROUP elements go through top_k. Group c is the strided set
+    {c, c + m, c + 2m, ...} (m = n / GROUP): its maxima are an elementwise max of GROUP contiguous rows,
+    which vectorises (contiguous groups of 16 reduced 2.2x slower here), and lax.top_k on XLA:CPU is a
+    sort, so it costs by the length it sorts."""
+    n = x.shape[0]
+    if k * GROUP >= n or n % GROUP:
+        return jax.lax.top_k(x, k)
+    m = n // GROUP
+    g = x.reshape(GROUP, m)
+    _, gi = jax.lax.top_k(jnp.max(g, axis=0), k)
+    v, j = jax.lax.top_k(g[:, gi].reshape(-1), k)  # candidate j is element gi[j % k] of row j // k
+    return v, (j // k) * m + gi[j % k]
+
+
+def _draw(model: Model, rows, names, ks, at, sub: int, n_valid):
+    """Draws at .. at + sub - 1 of a block: the generator's words W (one row per key in ``ks``), every quantity's
+    centred log v, which draws are valid (below n_valid) and D (the rows' values, 0 where not valid)."""
+    # Barriers materialise the generator's words, the inputs' deviations and D once each: XLA would otherwise
+    # re-run the generator (or the table lookups) inside every consumer.
+    W = Z = None
+    if ks is not None:
+        idx = jnp.asarray(at).astype(jnp.uint32) + jax.lax.iota(jnp.uint32, sub)
+        W = _rng.threefry2x32((idx[None, :], ks[:, 2]), (ks[:, 0], ks[:, 1]))[0]  # = _rng.bits(key_i)[at:]
+        W = jax.lax.optimization_barrier(W)
+        Z = jax.lax.optimization_barrier(_rng.normal_from_bits(W[: len(names)]))
+    z = copula.apply(model, {n: Z[i] for i, n in enumerate(names)})
+    d = {}
+    for name, smp in zip(model.inputs, model.samplers):  # model.evaluate, with a barrier between its halves
+        d[name] = smp(z[name]) if name in z else jnp.broadcast_to(smp.a, ())
+    d = jax.lax.optimization_barrier(d)
+    v = {**d, **outputs(model, d)}
+    valid = (at + jnp.arange(sub, dtype=jnp.int32)) < n_valid
+    D = jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in rows])
+    D = jax.lax.optimization_barrier(jnp.where(valid[None, :], D, 0.0))  # invalid draws: 0, weight 0
+    return W, v, valid, D
+
+
+W_FLOOR = -40.0  # log-weights this far below the running maximum count as 0 (see _weights)
+
+
+def _weights(ll, m, ok):
+    """Importance weights relative to the running maximum m (also the factor that rescales earlier sums when
+    m grows), those under e^W_FLOOR set to 0: their squares and products would be float32 subnormals, which
+    x86 handles far slower (an observation with sigma 0.005 made the 1e7-draw pass 12-17% slower), and all of
+    them together weigh under n e^-40 = 4e-8 (n = 1e10) of the largest."""
+    r = ll - jnp.where(ok, m, 0.0)
+    return jnp.where(r > W_FLOOR, jnp.exp(r), 0.0)
+
+
+def _select(acc: dict, i, ll, gumbel_words, D, lay: Layout) -> dict:
+    """Slot i of the PSIS tail (the ktop largest log-likelihoods) and of the reservoir (the kres largest
+    ll + Gumbel keys, with their draws)."""
+    new = dict(acc)
+    new["top"] = jax.lax.dynamic_update_index_in_dim(acc["top"], _top(ll, lay.ktop)[0], i, 0)
+    # Gumbel-top-k: the largest ll + Gumbel noise are a weighted sample without replacement
+    # (Efraimidis & Spirakis 2006; Kool et al. 2019), mergeable by taking the largest again.
+    g = -jnp.log(-jnp.log(_rng.uniform_from_bits(gumbel_words)))  # Gumbel(0, 1)
+    rk, ri = _top(ll + g, lay.kres)
+    new["rkey"] = jax.lax.dynamic_update_index_in_dim(acc["rkey"], rk, i, 0)
+    new["rll"] = jax.lax.dynamic_update_index_in_dim(acc["rll"], ll[ri], i, 0)
+    new["rD"] = jax.lax.dynamic_update_index_in_dim(acc["rD"], D[:, ri], i, 0)
+    return new
+
+
+def _select_block(model: Model, lik: Likelihood, n_valid, lay: Layout, K, names):
+    """A grown pool's new part (pool sub-blocks pfrom..psub-1 of a block): the selections and the sums of
+    the weights there (relative to their largest log-likelihood), nothing else (``Layout.sums`` False)."""
+    f32, q, k = jnp.float32, len(lay.rows), lay.nsub
+    acc = {"m": jnp.full((), -jnp.inf, f32), "w": jnp.zeros((2,), f32),
+           "top": jnp.full((k, lay.ktop), -jnp.inf, f32), "rkey": jnp.full((k, lay.kres), -jnp.inf, f32),
+           "rll": jnp.full((k, lay.kres), -jnp.inf, f32), "rD": jnp.zeros((k, q, lay.kres), f32)}
+
+    def body(s, acc):
+        W, v, valid, D = _draw(model, lay.rows, names, K, (lay.pfrom + s) * lay.sub, lay.sub, n_valid)
+        ll = jnp.where(valid, log_likelihood(lik, v), -jnp.inf)
+        m = jnp.maximum(acc["m"], jnp.max(ll))
+        ok = jnp.isfinite(m)
+        w = _weights(ll, m, ok)
+        scale = _weights(acc["m"], m, ok)
+        new = _select(acc, s, ll, W[len(names)], D, lay)
+        new["w"] = acc["w"] * jnp.stack([scale, scale * scale]) + jnp.stack([jnp.sum(w), jnp.sum(w * w)])
+        new["m"] = m
+        return new
+
+    held = (n_valid + (lay.sub - 1)) // lay.sub  # sub-blocks that hold draws
+    acc = jax.lax.fori_loop(0, jnp.clip(held - lay.pfrom, 0, k), body, acc)
+    w = acc.pop("w")
+    acc["pool"] = jnp.stack([w[0], w[1], acc.pop("m")])
+    return acc
+
+
+def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_valid, lay: Layout):
+    """Reduce one block of draws to fixed-size sums (on the device, under jit)."""
+    q, nb = len(lay.rows), lay.nbins
+    names = tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const")
+    pool = lik is not None and lay.psub > 0  # the block starts with pool sub-blocks (PSIS tail, reservoir)
+    ids = [stable_id(n) for n in names] + ([_GUMBEL_ID] if pool else [])
+    K = None
+    if ids:  # every stream's key words at once (vmapped: one Threefry graph, not one per stream)
+        words = jax.vmap(lambda i: _words(jax.random.fold_in(jax.random.fold_in(key, i), block)))
+        K = words(jnp.asarray(ids, jnp.uint32))[:, :, None]  # [streams, 4 words, 1]
+    if not lay.sums:  # only the selections in a grown pool's new sub-blocks
+        return _select_block(model, lik, n_valid, lay, K, names)
+    f32 = jnp.float32
+    zq = jnp.zeros((q,), f32)
+    mom0 = {"s0": jnp.zeros((), f32), "s1d": zq, "s2d": zq, "s1y": zq, "s2y": zq, "cross": jnp.zeros((q, q), f32)}
+    hs = len(lay.sampled)
+    zs = jnp.zeros((hs,), f32)  # the prior's e^d sums: sampled rows only (inputs' are known exactly)
+    acc = {"prior": {**mom0, "s1y": zs, "s2y": zs, "hist": jnp.zeros((hs * (nb + 2),), f32)},
+           "first": jnp.zeros((q, lay.keep), f32)}
+    if lik is not None:
+        no = len(lik.names)
+        acc.update(post={**mom0, "hist": jnp.zeros((q * (nb + 2),), f32), "s0w2": jnp.zeros((), f32)},
+                   m=jnp.full((), -jnp.inf, f32), below=jnp.zeros((no,), f32), inside=jnp.zeros((no,), f32))
+    if pool:
+        acc.update(top=jnp.full((lay.psub, lay.ktop), -jnp.inf, f32),
+                   rkey=jnp.full((lay.psub, lay.kres), -jnp.inf, f32),
+                   rll=jnp.full((lay.psub, lay.kres), -jnp.inf, f32),
+                   rD=jnp.zeros((lay.psub, q, lay.kres), f32))
+
+    def make_body(start: int, sub: int, select: bool, first: bool):
+        """Sub-block s of a loop: draws start + s * sub ... of the block (``select``: a pool sub-block)."""
+        ks = K if select or K is None else K[: len(names)]
+
+        def body(s, acc):
+            at = start + s * sub  # the sub-block's first draw in the block
+            W, v, valid, D = _draw(model, lay.rows, names, ks, at, sub, n_valid)
+            w0 = valid.astype(f32)
+            smp = np.asarray(lay.sampled)
+            if lik is not None:  # the posterior weighs e^d of every row
+                y = jnp.where(valid[None, :], jnp.exp(D), 0.0)
+                ys = y[smp]
+            else:
+                ys = jnp.where(valid[None, :], jnp.exp(D[smp]), 0.0)
+            idx = _hist_index(D, lo, inv, nb)
+            new = dict(acc)
+            hi = jax.lax.Precision.HIGHEST
+            if lik is not None:  # the posterior's weights first: one product gives both cross-sum matrices
+                ll = jnp.where(valid, log_likelihood(lik, v), -jnp.inf)
+                m = jnp.maximum(acc["m"], jnp.max(ll))
+                ok = jnp.isfinite(m)
+                w = _weights(ll, m, ok)
+                cross = jnp.dot(jnp.concatenate([D, D * w[None, :]]), D.T, precision=hi)
+            else:
+                cross = jnp.dot(D, D.T, precision=hi)
+            pm = _moments(D, ys, None, jnp.clip(n_valid - at, 0, sub).astype(f32), cross[:q])
+            new["prior"] = {k: acc["prior"][k] + pm[k] for k in pm}
+            ph = acc["prior"]["hist"]
+            for j, r in enumerate(lay.sampled):  # one scatter per row (row r's bins moved to slot j)
+                ph = ph.at[idx[r] - (r - j) * (nb + 2)].add(w0, mode="promise_in_bounds")
+            new["prior"]["hist"] = ph
+            if first:  # the first draws: a branch, not a pass over D every time
+                new["first"] = jax.lax.cond(s == 0, lambda: D[:, : lay.keep], lambda: acc["first"])
+            if lik is None:
+                return new
+            od = jnp.stack([jnp.broadcast_to(v[n], (sub,)) for n in lik.names])
+            new["below"] = acc["below"] + jnp.sum(jnp.where(od < below[:, None], w0, 0.0), axis=1)
+            new["inside"] = acc["inside"] + jnp.sum(jnp.where((od >= lik.low[:, None]) & (od <= lik.high[:, None]),
+                                                              w0, 0.0), axis=1)
+            scale = _weights(acc["m"], m, ok)  # earlier sums to the new maximum
+            qm = _moments(D, y, w, jnp.sum(w), cross[q:])
+            post = {k: acc["post"][k] * scale + qm[k] for k in qm}
+            post["s0w2"] = acc["post"]["s0w2"] * (scale * scale) + jnp.sum(w * w)
+            ph = acc["post"]["hist"] * scale
+            for r in range(q):  # one scatter per row: the weights need no q-fold copy
+                ph = ph.at[idx[r]].add(w, mode="promise_in_bounds")
+            post["hist"] = ph
+            new["post"], new["m"] = post, m
+            if not select:
+                return new
+            return _select(new, s, ll, W[len(names)], D, lay)
+
+        return body
+
+    start = 0
+    if pool:  # the pool's sub-blocks (only those that hold draws run), then a snapshot of its weights' sums
+        npool = jnp.minimum((n_valid + (lay.sub - 1)) // lay.sub, lay.psub)
+        acc = jax.lax.fori_loop(0, npool, make_body(0, lay.sub, True, lay.keep > 0), acc)
+        acc["pool"] = jnp.stack([acc["post"]["s0"], acc["post"]["s0w2"], acc["m"]])
+        start = lay.psub * lay.sub
+    if start < lay.size:
+        nrest = (jnp.maximum(n_valid - start, 0) + (lay.rsub - 1)) // lay.rsub
+        acc = jax.lax.fori_loop(0, nrest, make_body(start, lay.rsub, False, lay.keep > 0 and not pool), acc)
+    acc["prior"]["hist"] = acc["prior"]["hist"].reshape(hs, nb + 2)
+    if "post" in acc:
+        acc["post"]["hist"] = acc["post"]["hist"].reshape(q, nb + 2)
+    return acc
+
+
+def mesh():
+    """A 1-D mesh over every device of every process (blocks are sharded along it)."""
+    from jax.sharding import Mesh
+
+    return Mesh(np.array(jax.devices()), ("blocks",))
+
+
+def make_call(lay: Layout, ndev: int):
+    def local(key, model, lik, lo, inv, below, blocks, n_valid):
+        return jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, a[0], a[1], lay),
+                           (blocks, n_valid), batch_size=lay.batch if lay.batch > 1 else None)
+
+    if ndev == 1:
+        return jax.jit(local)
+    from jax.sharding import PartitionSpec as P
+
+    sharded = jax.shard_map(local, mesh=mesh(), in_specs=(P(),) * 6 + (P("blocks"), P("blocks")),
+                            out_specs=P("blocks"), check_vma=False)
+    return jax.jit(sharded)

@@ -1,0 +1,1 @@
+"""Conditioning on published figures: importance sampling from the engine's sums, PSIS, NUTS, summaries."""

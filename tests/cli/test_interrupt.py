@@ -1,0 +1,146 @@
+"""Never half-written: a run's files go to a temporary folder that is renamed into place, so Ctrl-C or a
+failed write leaves the previous report byte-identical and no debris beside it.
+
+The Ctrl-C test sends a real SIGINT to a real `mcflops run` once its progress bar (on a pseudo-terminal,
+as a user sees it) shows that sampling has started.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mcflops import cli
+from mcflops.cli import write
+
+HERE = Path(__file__).resolve().parents[1]
+OK = HERE / "bad" / "ok" / "small.yaml"
+DRAWN = re.compile(r"sampling\D*[1-9]\d*/\d+ blocks")  # the progress bar, once a block is done
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)")
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def previous_report(parent: Path) -> Path:
+    out = parent / "report"
+    out.mkdir()
+    (out / "summary.json").write_text('{"name": "previous", "samples": 1}\n')
+    (out / "report.md").write_text("# the previous report\n")
+    (out / "figures").mkdir()
+    (out / "figures" / "x.png").write_bytes(bytes(range(256)))
+    return out
+
+
+def stderr_lines(text: str) -> list[str]:
+    """The lines a user is left with: escape sequences removed, progress-bar frames dropped."""
+    parts = re.split(r"[\r\n]", ANSI.sub("", text))
+    return [p.strip() for p in parts if p.strip() and not p.strip().startswith("sampling")]
+
+
+def test_ctrl_c_mid_sampling_exits_130_and_keeps_the_previous_report(tmp_path):
+    spec = tmp_path / "long.yaml"
+    spec.write_text(OK.read_text().replace("samples: 5000", "samples: 1e10"))  # hours of sampling
+    out = previous_report(tmp_path)
+    before = tree(tmp_path)
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(HERE.parent), "COLUMNS": "100"}
+    proc = subprocess.Popen([sys.executable, "-m", "mcflops.cli", "run", str(spec), "--out", str(out)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env, cwd=tmp_path)
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 180
+        while not DRAWN.search(ANSI.sub("", seen.decode("utf-8", "replace"))):  # blocks drawn: it is sampling
+            assert time.monotonic() < deadline, f"no progress bar: {seen[-500:]!r}"
+            assert proc.poll() is None, f"exited early ({proc.returncode}): {seen[-2000:]!r}"
+            if select.select([master], [], [], 0.5)[0]:
+                seen += os.read(master, 65536)
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=120)
+        rc = proc.returncode
+        while select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed its end
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        os.close(master)
+    text = seen.decode("utf-8", "replace")
+    assert rc == cli.EXIT_INTERRUPTED == 130, text[-2000:]
+    assert "Traceback" not in text
+    assert stderr_lines(text) == ["mcflops: interrupted; nothing was written"], text[-2000:]
+    assert stdout == b""
+    assert tree(tmp_path) == before  # the previous report byte-identical, no temporary folders left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long.yaml", "report"]
+
+
+@pytest.mark.parametrize("failure, code, message", [
+    (KeyboardInterrupt(), 130, "mcflops: interrupted; nothing was written"),
+    (OSError(errno.ENOSPC, "No space left on device", "summary.json"), 2, "No space left on device"),
+], ids=["ctrl-c-while-writing", "disk-full"])
+def test_failure_while_writing_keeps_the_previous_report(failure, code, message, tmp_path, monkeypatch, capsys):
+    out = previous_report(tmp_path)
+    before = tree(tmp_path)
+
+    def hook(folder, result, summary):  # runs inside the temporary folder, after the first files
+        assert (folder / "summary.json").exists() and folder.parent == out.parent
+        raise failure
+
+    monkeypatch.setattr(write, "_OUTPUT_HOOKS", [hook, *write._OUTPUT_HOOKS])  # first: skip the figures
+    rc = cli.main(["run", str(OK), "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == code
+    assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err, err
+    assert tree(tmp_path) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["report"]
+
+
+def test_a_finished_run_replaces_the_whole_folder(tmp_path, capsys):
+    out = previous_report(tmp_path)
+    assert cli.main(["run", str(OK), "--out", str(out), "--quiet", "--json"]) == 0
+    capsys.readouterr()
+    files = tree(out)
+    assert "figures/x.png" not in files and b"previous" not in files["summary.json"]
+    assert {"summary.json", "spec.resolved.yaml"} <= set(files)
+    assert [p.name for p in tmp_path.iterdir()] == ["report"]  # no .report.tmp-* or .report.old-* left
+
+
+def test_swap_puts_the_previous_report_back_if_the_second_rename_fails(tmp_path, monkeypatch):
+    out = previous_report(tmp_path)
+    new = tmp_path / ".report.tmp-x"
+    new.mkdir()
+    (new / "summary.json").write_text("{}\n")
+    before = tree(out)
+    real = os.replace
+    calls = []
+
+    def flaky(src, dst):
+        calls.append((src, dst))
+        if len(calls) == 2:  # the previous report is out of the way; putting the new one in fails
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", flaky)
+    with pytest.raises(OSError):
+        write._swap(new, out)
+    assert tree(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".report.tmp-x", "report"]
