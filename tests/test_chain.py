@@ -1,13 +1,20 @@
-"""The napkin chain against numbers we did not compute: the paper's 3.8e25, published runs' implied MFU."""
+"""The napkin chain against numbers we did not compute (the paper's 3.8e25, published runs' implied MFU), and
+against the model that samples it: the float chain, the JAX deviations, the load-time bounds and the
+dependency table all come from chain.OUTPUTS and must agree with each other."""
 
 import math
 from importlib.resources import files
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
 from ruamel.yaml import YAML
 
 import mcflops
+from mcflops import chain as napkin
+from mcflops import model as model_mod
 from mcflops.chain import chain, flops_per_token
+from mcflops.errors import SpecError
 
 RUNS = YAML(typ="safe", pure=True).load(files("mcflops").joinpath("data/published_runs.yaml").read_text())["runs"]
 
@@ -69,3 +76,144 @@ def test_outputs_need_their_inputs():
     assert ch["energy_mwh"] == pytest.approx(ch["gpu_hours"] * 700 / 1e6)  # H100 SXM TDP 700 W, PUE 1
     assert set(spec.outputs) == {"flops", "gpu_hours", "wall_days", "cost", "energy_mwh"}
     assert math.isfinite(ch["implied_mfu"])
+
+
+# ----------------------------------------------------------------------------------------------------
+# the float chain and the JAX model are one chain
+
+# The model's outputs are exp(float64 centre + float32 deviation). The chain evaluated at the inputs' own
+# values (exp(centre + d), the same float32 d) cancels the inputs' rounding; what is left is the float32 sum of
+# an output's terms: at most five additions (and PaLM's exp and log), each rounding by half an ulp of a
+# number of order 1 (6e-8). The float64 centres and the chain's own products err by ~1e-14.
+REL = 1e-6
+
+ARCHS = {  # synthetic architectures for the conventions that need one
+    "405b-like": {"layers": 126, "d_model": 16384, "heads": 128, "seq_len": 8192, "vocab": 128256},
+    "wide-heads": {"layers": 32, "d_model": 4096, "heads": 32, "head_dim": 160, "seq_len": 4096, "vocab": 32000},
+    "big-vocab": {"layers": 24, "d_model": 2048, "heads": 16, "seq_len": 2048, "vocab": 256000},
+}
+UNCERTAIN = {"params": {"lognormal": [300e9, 450e9]}, "tokens": {"lognormal": [14e12, 17e12]},
+             "mfu": {"beta": {"mean": 0.38, "sd": 0.04}}, "goodput": {"uniform": [0.8, 0.97]},
+             "price": {"lognormal": [2.0, 5.0]}, "power": {"uniform": [600, 750]}, "pue": {"uniform": [1.05, 1.3]},
+             "peak_flops": {"lognormal": [0.9e15, 1.0e15]}}
+
+
+def _spec(flops, arch, priors=UNCERTAIN, count=16384):
+    hw = {"accelerator": "h100-sxm", "precision": "bf16", **({"count": count} if count else {})}
+    return mcflops.load_spec({"name": "t", "hardware": hw, "flops": flops, "priors": dict(priors),
+                              **({"architecture": ARCHS[arch]} if arch else {})})
+
+
+def _model_at(spec, z):
+    """Every quantity of the model at standard-normal scores z, in float64: exp(centre + deviation)."""
+    m = model_mod.build_model(spec)
+    v = model_mod.evaluate(m, {n: jnp.asarray(z.get(n, 0.0), jnp.float32) for n in m.inputs})
+    return {n: math.exp(m.centers[n] + float(v[n])) for n in m.centers}
+
+
+def _agree(spec, z):
+    x = _model_at(spec, z)
+    ch = chain(spec, {n: x[n] for n in spec.priors})
+    assert set(spec.outputs) <= set(ch)
+    for out in spec.outputs:
+        assert x[out] == pytest.approx(ch[out], rel=REL), (out, z)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[r["id"] for r in RUNS])
+def test_model_is_the_float_chain_on_published_runs(run):
+    """Point priors for params, tokens, MFU and price on the run's accelerator: the model at z = 0 is chain()."""
+    precision = "fp16" if run["accelerator"] == "v100" else "bf16"
+    spec = mcflops.load_spec({
+        "name": "t", "hardware": {"accelerator": run["accelerator"], "precision": precision, "count": 2048},
+        "priors": {"params": run["params_active"], "tokens": run["tokens"], "mfu": 0.4, "price": 2.0},
+    })
+    assert {"flops", "gpu_hours", "wall_days", "cost"} <= set(spec.outputs)
+    x, ch = _model_at(spec, {}), chain(spec)
+    for out in spec.outputs:
+        assert x[out] == pytest.approx(ch[out], rel=REL), out
+    assert ch["flops"] == 6.0 * run["params_active"] * run["tokens"]
+
+
+@pytest.mark.parametrize("flops", napkin.CONVENTIONS)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_model_is_the_float_chain_off_centre(flops, arch):
+    """Every convention on synthetic architectures, every input uncertain, at the centre and away from it
+    (the PaLM term log(alpha e^dN + 1 - alpha) is not a plain sum: it must still be 6N + 12LHQT)."""
+    spec = _spec(flops, arch)
+    rng = np.random.default_rng(7)
+    for z in ({}, {n: 1.5 for n in spec.priors}, {n: -2.0 for n in spec.priors},
+              dict(zip(spec.priors, rng.normal(0.0, 1.5, len(spec.priors)).tolist()))):
+        _agree(spec, z)
+
+
+@pytest.mark.parametrize("flops", napkin.CONVENTIONS)
+def test_dependency_table_is_the_model(flops):
+    """An output depends on input x iff moving x's deviation moves it."""
+    spec = _spec(flops, "405b-like")
+    m = model_mod.build_model(spec)
+    d0 = {n: jnp.zeros((), jnp.float32) for n in m.inputs}
+    base = model_mod.outputs(m, d0)
+    assert ("params" in m.inputs) == (flops != "megatron")
+    for out in spec.outputs:
+        deps = napkin.depends(out, flops)
+        assert set(deps) <= set(m.inputs), (out, deps)
+        for x in m.inputs:
+            moved = float(model_mod.outputs(m, {**d0, x: d0[x] + 0.25})[out]) != float(base[out])
+            assert moved == (x in deps), (out, x)
+    for x in m.inputs:
+        assert napkin.depends(x, flops) == (x,)
+
+
+def test_dependency_order():
+    """The order the conflict messages name the priors in."""
+    gpu = ("params", "tokens", "peak_flops", "mfu", "goodput")
+    assert napkin.depends("flops", "6nd") == ("params", "tokens")
+    assert napkin.depends("gpu_hours", "palm") == napkin.depends("wall_days", "6nd") == gpu
+    assert napkin.depends("cost", "6nd") == gpu + ("price",)
+    assert napkin.depends("energy_mwh", "6nd") == gpu + ("power", "pue")
+    assert napkin.depends("gpu_hours", "megatron") == gpu[1:]
+
+
+def test_available_is_spec_outputs():
+    for count in (None, 512):
+        for priors in (UNCERTAIN, {k: v for k, v in UNCERTAIN.items() if k not in ("price", "power", "pue")}):
+            spec = _spec("6nd", None, priors, count)
+            assert napkin.available(spec.priors, spec.hardware.count) == spec.outputs
+
+
+@pytest.mark.parametrize("flops", napkin.CONVENTIONS)
+def test_log_bounds_are_the_model_at_the_corners(flops):
+    """The load-time extremes: every output is monotone in each input, so its extremes over a box of inputs
+    are the model's at the box's corners."""
+    spec = _spec(flops, "wide-heads")
+    m = model_mod.build_model(spec)
+    unc = [n for n in m.inputs if n in spec.uncertain]
+    box = {n: (float(m.sampler(n)(jnp.float32(-3.0))), float(m.sampler(n)(jnp.float32(3.0)))) for n in unc}
+    corners = np.array(np.meshgrid(*[[0, 1]] * len(unc), indexing="ij")).reshape(len(unc), -1)
+    d = {n: jnp.zeros(corners.shape[1], jnp.float32) for n in m.inputs}
+    for i, n in enumerate(unc):
+        d[n] = jnp.asarray(np.where(corners[i] == 1, box[n][1], box[n][0]), jnp.float32)
+    out = model_mod.outputs(m, d)
+    ranges = {n: tuple(m.centers[n] + x for x in box.get(n, (0.0, 0.0))) for n in m.inputs}
+    bounds = napkin.log_bounds(flops, spec.architecture, ranges, spec.hardware.count)
+    assert tuple(bounds) == spec.outputs
+    for name, (lo, hi) in bounds.items():
+        v = m.centers[name] + np.asarray(out[name], np.float64)
+        assert (lo, hi) == pytest.approx((v.min(), v.max()), abs=1e-5), name
+
+
+def test_output_range_refused_at_load():
+    """Energy below 1e-300 in the tails: one line naming the output, as before the bounds moved to chain.py."""
+    with pytest.raises(SpecError, match=r"these priors let energy_mwh reach \[1e-\d+, 1e-\d+\] in their 1e-15 "
+                                        r"tails, beyond what a float holds; check the units and spreads "
+                                        r"\(most extreme input: power\)"):
+        mcflops.load_spec({"name": "t", "priors": {"params": 1e-60, "tokens": 1e-60, "mfu": 0.4, "peak_flops": 1e99,
+                                                   "power": 3e-100}})
+
+
+def test_napkin_text():
+    """The terminal's FLOPs line per convention."""
+    fill = {"params": "405B", "flops_per_token": "2.6T"}
+    assert napkin.CONVENTIONS["6nd"].napkin.format(**fill) == "6·N·D = 6 x 405B"
+    assert napkin.CONVENTIONS["palm"].napkin.format(**fill) == "FLOPs/token x D = (6N + 12·L·H·Q·T) 2.6T"
+    assert napkin.CONVENTIONS["megatron"].napkin.format(**fill) == "FLOPs/token x D = 72·l·h²(1 + s/6h + V/12lh) 2.6T"

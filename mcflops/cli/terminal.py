@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcflops import chain as napkin
 from mcflops.numbers import format_number as fmt
 from mcflops.spec.load import INPUTS, OUTPUTS
 
@@ -57,10 +58,9 @@ def print_result(res, data: dict[str, Any]) -> None:
               f"{res.timings.get('total_s', 0):.2f} s · flops convention {spec.flops}[/dim]\n")
     con.print("[bold]Napkin chain[/bold] (each input at its median)")
     peak = ch["peak_flops"]
-    per_token = {"6nd": f"6 x {fmt(ch.get('params', 0))}", "palm": f"(6N + 12·L·H·Q·T) {fmt(ch['flops_per_token'])}",
-                 "megatron": f"72·l·h²(1 + s/6h + V/12lh) {fmt(ch['flops_per_token'])}"}[spec.flops]
-    lines = [f"  FLOPs = {'6·N·D' if spec.flops == '6nd' else 'FLOPs/token x D'} = "
-             f"{per_token} x {fmt(ch['tokens'])} = {fmt(ch['flops'], 3)}",
+    per_token = napkin.CONVENTIONS[spec.flops].napkin.format(params=fmt(ch.get("params", 0)),
+                                                              flops_per_token=fmt(ch["flops_per_token"]))
+    lines = [f"  FLOPs = {per_token} x {fmt(ch['tokens'])} = {fmt(ch['flops'], 3)}",
              f"  GPU-hours = FLOPs / (peak {fmt(peak)} x MFU {ch['mfu']:.3f} x goodput {ch['goodput']:.3f}) / 3600"
              f" = {fmt(ch['gpu_hours'])}"]
     if "wall_days" in ch:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from mcflops import chain as napkin
 from mcflops.inference import psis
 from mcflops.engine import summary
 from mcflops.errors import SpecError
@@ -34,11 +35,6 @@ HDI_PROB = 0.9
 MIN_BINS = 2
 PAPER_MFU = (0.38, 0.43)  # Llama Team 2024, "The Llama 3 Herd of Models" (arXiv 2407.21783) Table 4, BF16 MFU
 _RESAMPLE_ID = 0x7FFF_FFE1
-# which inputs each output depends on (model.py): used to say which priors an observation conflicts with
-_DEPENDS = {"flops": ("params", "tokens"), "gpu_hours": ("params", "tokens", "peak_flops", "mfu", "goodput")}
-_DEPENDS["wall_days"] = _DEPENDS["gpu_hours"]
-_DEPENDS["cost"] = _DEPENDS["gpu_hours"] + ("price",)
-_DEPENDS["energy_mwh"] = _DEPENDS["gpu_hours"] + ("power", "pue")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -180,10 +176,7 @@ def poor_reasons(khat: float, n_eff: float, stats: Mapping[str, dict], sums) -> 
 
 def _behind(spec, name: str) -> tuple[list[str], list[str]]:
     """(uncertain, fixed) inputs that an observed quantity depends on."""
-    deps = (name,) if name in spec.priors else _DEPENDS.get(name, tuple(spec.priors))
-    if spec.flops == "megatron":
-        deps = tuple(d for d in deps if d != "params")
-    deps = [d for d in deps if d in spec.priors]
+    deps = [d for d in napkin.depends(name, spec.flops) if d in spec.priors]
     return [d for d in deps if d in spec.uncertain], [d for d in deps if d not in spec.uncertain]
 
 

@@ -4,10 +4,10 @@ Each input is drawn as ``x = F^{-1}(Phi(z))`` with ``z ~ N(0, 1)``: one represen
 prior predictive, importance sampling, Saltelli's Sobol matrices (columns of z) and a Gaussian
 copula (correlate the z's). The map is exact for point and lognormal priors (``log x = mu + sigma z``);
 for every other family it is a table of ``log F^{-1}(Phi(z))`` on a uniform z grid, built once with
-the quantile functions of :mod:`mcflops.quantiles` (memoised per prior) and read back by linear
-interpolation. ``jax.random.beta`` is a rejection sampler (about 1M draws/s on a 2-core CPU); the table
-costs one gather, and its quantile error is below 1e-5 relative (tests/test_distributions.py checks every
-family against scipy.stats).
+the quantile functions of :mod:`mcflops.priors.quantiles` (memoised per prior) and read back by linear
+interpolation. ``jax.random.beta`` is a rejection sampler, far slower than a lookup; the table costs one
+gather, and its quantile error is below 1e-5 relative (tests/model/test_samplers.py checks every family
+against scipy.stats).
 
 Values are centred: the kernel works with ``d = log x - center`` (float32 is exact enough for
 deviations of order sigma), and the float64 centre stays on the host.
@@ -67,7 +67,7 @@ def z_grid() -> np.ndarray:
 def log_quantile_table(d: Dist) -> np.ndarray:
     """log F^{-1}(Phi(z)) on the z grid, in float64 (lower half by ppf, upper half by isf for accuracy).
 
-    Quantiles by :mod:`mcflops.quantiles` (scipy.special; no scipy.stats on the run path), memoised per
+    Quantiles by :mod:`mcflops.priors.quantiles` (scipy.special; no scipy.stats on the run path), memoised per
     prior: a notebook that reruns a spec, or a sweep, builds each table once. The array is read-only.
     """
     from scipy.special import ndtr

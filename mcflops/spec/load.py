@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mcflops.spec import recipes
+from mcflops import chain as napkin
 from mcflops import hardware as hw
 from mcflops.spec.grammar import DIST_KEYS, parse_dist
 from mcflops.priors.dist import Dist, support, tail_quantiles
@@ -300,32 +301,13 @@ MAX_ARCH = 10**9  # layers, widths, heads, sequence length, vocabulary: generous
 def _check_output_range(ctx: _Ctx, spec: Spec, node: Mapping) -> None:
     """Refuse priors whose extreme draws would overflow an output (a units mistake, e.g. tokens in 1e30).
 
-    Outputs are signed sums of input logs (model.py), so their extremes are sums of the inputs' extremes.
+    Outputs are signed sums of input logs (chain.py), so their extremes are sums of the inputs' extremes.
     """
     r = {n: tuple(math.log(v) for v in tail_quantiles(d)) for n, d in spec.priors.items()}
-    a = spec.architecture
-    if spec.flops == "megatron":  # Narayanan et al. 2021 Eq. 3 per token, as model.flops_per_token
-        h, layers, s_, v = a.d_model, a.layers, a.seq_len, a.vocab
-        c = math.log(72.0 * layers * h * h * (1 + s_ / (6.0 * h) + v / (12.0 * layers * h)))
-        per_token = (c, c)
-    elif spec.flops == "palm":  # PaLM App. B: 6N + 12 L H Q T per token
-        attn = 12.0 * a.layers * a.heads * (a.head_dim or a.d_model // a.heads) * a.seq_len
-        per_token = tuple(math.log(6.0 * math.exp(x) + attn) for x in r["params"])
-    else:
-        per_token = tuple(math.log(6.0) + x for x in r["params"])
-    lo = {"flops": r["tokens"][0] + per_token[0]}
-    hi = {"flops": r["tokens"][1] + per_token[1]}
-    lo["gpu_hours"] = lo["flops"] - r["peak_flops"][1] - r["mfu"][1] - r["goodput"][1] - math.log(3600.0)
-    hi["gpu_hours"] = hi["flops"] - r["peak_flops"][0] - r["mfu"][0] - r["goodput"][0] - math.log(3600.0)
-    if "price" in r:
-        lo["cost"], hi["cost"] = lo["gpu_hours"] + r["price"][0], hi["gpu_hours"] + r["price"][1]
-    if "power" in r:
-        lo["energy_mwh"] = lo["gpu_hours"] + r["power"][0] + r["pue"][0] - math.log(1e6)
-        hi["energy_mwh"] = hi["gpu_hours"] + r["power"][1] + r["pue"][1] - math.log(1e6)
-    for out in lo:
-        if max(abs(lo[out]), abs(hi[out])) > MAX_LOG_OUTPUT:
+    for out, (lo, hi) in napkin.log_bounds(spec.flops, spec.architecture, r, spec.hardware.count).items():
+        if max(abs(lo), abs(hi)) > MAX_LOG_OUTPUT:
             extreme = max(r, key=lambda n: max(abs(r[n][0]), abs(r[n][1])))
-            e10 = [x / math.log(10) for x in (lo[out], hi[out])]
+            e10 = [x / math.log(10) for x in (lo, hi)]
             raise ctx.error(f"these priors let {out} reach [1e{e10[0]:.0f}, 1e{e10[1]:.0f}] in their 1e-15 tails, "
                             "beyond what a float holds; "
                             f"check the units and spreads (most extreme input: {extreme})", node, "priors", "priors")
