@@ -29,7 +29,7 @@ from mcflops.chain import SECONDS_PER_HOUR, flops_per_token
 
 from mcflops.model.copula import from_spec as copula_from_spec
 from mcflops.model.samplers import Sampler, make_sampler
-from mcflops.spec.load import Spec
+from mcflops.spec import Spec
 
 @dataclass(frozen=True)
 class Model:
