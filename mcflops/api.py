@@ -16,7 +16,7 @@ from mcflops import chain as napkin
 from mcflops._version import version, versions
 
 from mcflops.errors import SpecError
-from mcflops.spec.load import Spec, check_samples, load_spec, resolved_dict
+from mcflops.spec import Spec, check_samples, load_spec, resolved_dict
 
 
 def device_name() -> str:
@@ -100,11 +100,7 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
         raise SpecError("expected a seed >= 0", field="--seed")
     if samples != spec.samples or seed != spec.seed:
         spec = Spec(**{**spec.__dict__, "samples": samples, "seed": seed})
-    sens_opts = None
-    if sensitivity:  # validate the file's `sensitivity:` block before sampling (issue 4)
-        from mcflops.analysis import sensitivity as sens
-
-        sens_opts = sens.options(spec)
+    sens_opts = spec.sensitivity if sensitivity else None  # checked at load
     t0 = time.perf_counter()
     m = model_mod.build_model(spec)
     lik = engine.build_likelihood(spec, m)
@@ -138,6 +134,8 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
             inference.attach_posterior(res, lik, method=method, sampler=sampler,
                                        **(nuts or {}))  # chains, warmup, draws
         if sens_opts is not None:  # tornado, Sobol, correlations, sweeps -> summary.json "sensitivity"
+            from mcflops.analysis import sensitivity as sens
+
             part = background.result() if background is not None else None
             res.sensitivity = sens.analyze(res, sens_opts, prior_part=part)
         res.timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}

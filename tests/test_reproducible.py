@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mcflops import __version__
 from mcflops.cli.main import main
-from mcflops.spec.load import load_spec
+from mcflops.spec import load_spec
 
 HERE = Path(__file__).parent
 OK = HERE / "bad" / "ok" / "small.yaml"

@@ -14,12 +14,14 @@ answer is a quantile of one of them (Hyndman & Fan 1996 type-4 interpolation of 
 - ``compare``: two prior files on common random numbers: each input draws from
   ``fold_in(key, crc32(name))``, so inputs with the same name get the same z in both files, and one
   jitted pass evaluates both models on them and reduces the ratio's histogram.
+
+The questions are the spec's ``plan:`` block, :class:`mcflops.spec.PlanOptions`, checked at load
+(``mcflops.spec.plan_options`` adds the command line's values).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Mapping
 
@@ -28,62 +30,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcflops import engine
-from mcflops.model.copula import error_at
 from mcflops.errors import SpecError
 from mcflops.model.compute import Model, build_model, evaluate
-from mcflops.numbers import parse_number
 from mcflops.engine.summary import hist_quantiles
+from mcflops.spec import PlanOptions
 
-KEYS = ("deadline_days", "prob", "gpus", "budget_hours", "budget_usd")
 NBINS = 4096
 PILOT = 1 << 16
 _PILOT_ID = 0x91A4_0001
 CURVE_POINTS = 64
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    deadline_days: float | None = None
-    prob: float = 0.9
-    gpus: int | None = None  # default: hardware.count
-    budget_hours: float | None = None
-    budget_usd: float | None = None
-
-
-def options(spec, **cli: Any) -> PlanOptions:
-    """Validate the file's ``plan:`` block; command-line values (not None) override it."""
-    node = spec.extras.get("plan") if spec.extras else None
-    raw = spec.raw if isinstance(spec.raw, Mapping) else {}
-    node = {} if node is None else node
-    if not isinstance(node, Mapping):
-        raise error_at(spec, f"expected a mapping ({', '.join(KEYS)})", raw, "plan", "plan")
-    for k in node:
-        if k not in KEYS:
-            raise error_at(spec, f"unknown key '{k}' (expected one of: {', '.join(KEYS)})", node, k, f"plan.{k}")
-    vals: dict[str, Any] = {}
-    for k in KEYS:
-        from_cli = cli.get(k) is not None
-        v = cli[k] if from_cli else node.get(k)
-        if v is None:
-            continue
-        field = f"--{k.replace('_', '-')}" if from_cli else f"plan.{k}"
-        x = parse_number(v)
-        if x is None or x <= 0:
-            raise error_at(spec, f"expected a number > 0, got {v!r}", None if from_cli else node, k, field)
-        if k == "prob" and not x < 1:
-            raise error_at(spec, f"expected a probability strictly between 0 and 1, got {v!r}",
-                           None if from_cli else node, k, field)
-        if k == "gpus":
-            if x != int(x):
-                raise error_at(spec, f"expected a whole number of accelerators, got {v!r}",
-                               None if from_cli else node, k, field)
-            x = int(x)
-        vals[k] = x
-    if "budget_usd" in vals and "price" not in spec.priors:
-        raise error_at(spec, "a dollar budget needs a `price` prior (USD per accelerator-hour) in the file",
-                       None if cli.get("budget_usd") is not None else node, "budget_usd",
-                       "--budget-usd" if cli.get("budget_usd") is not None else "plan.budget_usd")
-    return PlanOptions(**vals)
 
 
 # ----------------------------------------------------------------------------- blocked histograms
@@ -211,8 +166,8 @@ def ess(h: Mapping[str, Any]) -> float:
 
 def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, seed: int | None = None,
          posterior: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Answer the planning questions of ``opts`` (and the file's ``plan:``) from one blocked pass."""
-    opts = options(spec) if opts is None else opts
+    """Answer the planning questions of ``opts`` (default: the file's ``plan:``) from one blocked pass."""
+    opts = spec.plan if opts is None else opts
     n = spec.samples if samples is None else int(samples)
     seed = spec.seed if seed is None else int(seed)
     model = build_model(spec)

@@ -17,12 +17,15 @@
 - **Rank correlations** of each log input with the log output under the prior (and the posterior
   when the file observes something; the posterior's inputs are correlated, so Sobol indices would
   be wrong there).
+
+What to analyse (output, Sobol draws, sweep grids) is the spec's ``sensitivity:`` block,
+:class:`mcflops.spec.SensitivityOptions`, checked at load (``mcflops.spec.sensitivity_options`` adds
+the command line's values).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Mapping
 
@@ -31,109 +34,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcflops import engine
-from mcflops.model.copula import error_at
-from mcflops.errors import SpecError
 from mcflops.model.compute import Model, evaluate
-from mcflops.numbers import parse_number
 from mcflops.analysis.local import rank_correlations, sweep, tornado
 from mcflops.analysis.shapley import MAX_INPUTS, shapley, shapley_table, uncertain
-from mcflops.spec.load import INPUTS
+from mcflops.spec import SOBOL_BASE, SensitivityOptions
 
 SOBOL_BLOCK = 1 << 16  # base draws per keyed block (part of the algorithm: changing it changes the draws)
-SOBOL_BASE = 1 << 16  # default base draws N; a Saltelli pass evaluates the model N (p + 2) times
-SWEEP_POINTS = 16
 _A_ID, _B_ID = 0x5A1E_0A, 0x5A1E_0B
-KEYS = ("output", "sobol_samples", "points", "sweep")
-
-
-# ----------------------------------------------------------------------------- options (validation)
-
-@dataclass(frozen=True)
-class Options:
-    output: str = "gpu_hours"
-    sobol_samples: int = SOBOL_BASE
-    points: int = SWEEP_POINTS
-    sweeps: tuple[tuple[str, tuple[float, ...]], ...] = ()  # (input, grid values)
-
-
-def _sweep_values(spec, name: str, raw, points: int, node=None, key=None, field: str = "") -> tuple[float, ...]:
-    """Grid of one sweep: [lo, hi] -> `points` evenly spaced values; {values: [...]} -> those values."""
-    if name not in spec.priors:
-        why = f"no '{name}' input in this file" if name in INPUTS else f"unknown input '{name}'"
-        raise error_at(spec, f"cannot sweep {why} (inputs here: {', '.join(spec.priors)})", node, key, field)
-    explicit = isinstance(raw, Mapping) and set(raw) == {"values"}
-    vals = raw["values"] if explicit else raw
-    if not isinstance(vals, (list, tuple)) or len(vals) < 2 or (not explicit and len(vals) != 2):
-        raise error_at(spec, "expected [low, high] (a grid of `points` values) or {values: [v1, v2, ...]}", node,
-                       key, field)
-    xs = [parse_number(v) for v in vals]
-    if any(x is None for x in xs):
-        raise error_at(spec, f"expected numbers, got {list(vals)}", node, key, field)
-    lo_dom, hi_dom, _, meaning = INPUTS[name]
-    for x in xs:
-        if not (x > 0 and x <= hi_dom and x >= lo_dom):
-            rng = f"[{lo_dom:g}, {hi_dom:g}]" if lo_dom > 0 else f"(0, {hi_dom:g}]"
-            raise error_at(spec, f"{name} ({meaning}) must be in {rng}, got {x:g}", node, key, field)
-    if explicit:
-        return tuple(float(x) for x in xs)
-    if not xs[0] < xs[1]:
-        raise error_at(spec, f"expected low < high, got [{xs[0]:g}, {xs[1]:g}]", node, key, field)
-    return tuple(float(x) for x in np.linspace(xs[0], xs[1], points))
-
-
-def parse_sweep_arg(spec, text: str, points: int) -> tuple[str, tuple[float, ...]]:
-    """A command-line sweep: ``mfu=0.30:0.45`` (a grid) or ``mfu=0.40,0.30`` (those values)."""
-    name, sep, rest = text.partition("=")
-    if not sep or not rest:
-        raise SpecError(f"expected INPUT=LOW:HIGH or INPUT=V1,V2,..., got '{text}'", field="--sweep")
-    if ":" in rest:
-        raw: Any = rest.split(":")
-    else:
-        raw = {"values": rest.split(",")}
-    try:
-        return name.strip(), _sweep_values(spec, name.strip(), raw, points, field="--sweep")
-    except SpecError as e:
-        raise SpecError(e.message, field="--sweep") from None
-
-
-def options(spec, *, output: str | None = None, sweeps: list[str] | None = None, points: int | None = None,
-            sobol_samples: int | None = None) -> Options:
-    """Validate the file's ``sensitivity:`` block (SpecError naming field and line); CLI values override."""
-    node = spec.extras.get("sensitivity") if spec.extras else None
-    raw = spec.raw if isinstance(spec.raw, Mapping) else {}
-    node = {} if node is None else node
-    if not isinstance(node, Mapping):
-        raise error_at(spec, "expected a mapping (output, sobol_samples, points, sweep)", raw, "sensitivity",
-                       "sensitivity")
-    for k in node:
-        if k not in KEYS:
-            raise error_at(spec, f"unknown key '{k}' (expected one of: {', '.join(KEYS)})", node, k,
-                           f"sensitivity.{k}")
-    out = node.get("output", "gpu_hours") if output is None else output
-    if out not in spec.outputs:
-        raise error_at(spec, f"'{out}' is not an output of this file (outputs: {', '.join(spec.outputs)})",
-                       node, "output" if "output" in node else None, "sensitivity.output" if output is None
-                       else "--output")
-    pts = points if points is not None else node.get("points", SWEEP_POINTS)
-    p = parse_number(pts)
-    if p is None or p != int(p) or not 2 <= p <= 256:
-        raise error_at(spec, f"expected a whole number of grid points in [2, 256], got {pts!r}", node, "points",
-                       "sensitivity.points")
-    ns = sobol_samples if sobol_samples is not None else node.get("sobol_samples", SOBOL_BASE)
-    n = parse_number(ns)
-    if n is None or n != int(n) or not 1024 <= n <= 1 << 26:
-        raise error_at(spec, f"expected a whole number of base draws in [1024, 2^26], got {ns!r}", node,
-                       "sobol_samples", "sensitivity.sobol_samples")
-    grid: dict[str, tuple[float, ...]] = {}
-    sw = node.get("sweep", {})
-    if not isinstance(sw, Mapping):
-        raise error_at(spec, "expected sweep: {input: [low, high]}", node, "sweep", "sensitivity.sweep")
-    for name in sw:
-        grid[str(name)] = _sweep_values(spec, str(name), sw[name], int(p), sw, name, f"sensitivity.sweep.{name}")
-    for text in sweeps or ():
-        name, vals = parse_sweep_arg(spec, text, int(p))
-        grid[name] = vals
-    return Options(out, int(n), int(p), tuple(grid.items()))
 
 
 # ----------------------------------------------------------------------------- Sobol core
@@ -240,12 +147,12 @@ def sobol_table(ix: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, dict
 
 # ----------------------------------------------------------------------------- the whole analysis
 
-def analyze(res, opts: Options | None = None, *, key: jax.Array | None = None,
+def analyze(res, opts: SensitivityOptions | None = None, *, key: jax.Array | None = None,
             progress: Callable[[int, int], None] | None = None, prior_part: dict[str, Any] | None = None
             ) -> dict[str, Any]:
     """Everything summary.json's ``sensitivity`` holds, for a run's result (``prior_part``: what
-    ``prior_analysis`` already gave for it)."""
-    opts = options(res.spec) if opts is None else opts
+    ``prior_analysis`` already gave for it; ``opts``: the file's ``sensitivity:`` block unless given)."""
+    opts = res.spec.sensitivity if opts is None else opts
     if prior_part is None:
         key = jax.random.key(res.seed) if key is None else key
         prior_part = prior_analysis(res.model, opts, key, progress=progress)
@@ -269,7 +176,7 @@ class Cancelled(Exception):
     """``prior_analysis`` was told to stop (its caller gave up on it: Ctrl-C, an error)."""
 
 
-def prior_analysis(model: Model, opts: Options, key: jax.Array,
+def prior_analysis(model: Model, opts: SensitivityOptions, key: jax.Array,
                    progress: Callable[[int, int], None] | None = None,
                    stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """The part of ``analyze`` that needs only the model and the key (tornado, Sobol, Shapley, sweeps): it

@@ -20,22 +20,9 @@ def _g(x: float) -> str:
     return re.sub(r"\.?0+(?=[KMBT]?$)", "", fmt(x)) if "." in fmt(x) else fmt(x)
 
 
-def validate_extras(spec) -> None:
-    """Check the blocks issue 4 owns (sensitivity, correlations, plan) eagerly, for `mcflops validate`."""
-    from mcflops.model import copula
-    from mcflops.analysis import plan
-    from mcflops.analysis import sensitivity
-
-    sensitivity.options(spec)
-    pairs = copula.parse(spec)
-    if pairs:
-        copula.matrix(spec, pairs)
-    plan.options(spec)
-
-
 def _samples(n):
     from mcflops.errors import SpecError
-    from mcflops.spec.load import check_samples
+    from mcflops.spec import check_samples
 
     if n is not None:
         check_samples(n, lambda m, *a: SpecError(m, field="--samples"))
@@ -43,7 +30,7 @@ def _samples(n):
 
 
 def compute(args, progress) -> tuple[dict[str, Any], Figures]:
-    from mcflops.spec.load import load_spec
+    from mcflops.spec import load_spec, plan_options, sensitivity_options
 
     if args.command == "compare":
         from mcflops.analysis import plan
@@ -56,7 +43,7 @@ def compute(args, progress) -> tuple[dict[str, Any], Figures]:
     if args.command == "plan":
         from mcflops.analysis import plan
 
-        opts = plan.options(spec, deadline_days=args.deadline_days, prob=args.prob, gpus=args.gpus,
+        opts = plan_options(spec, deadline_days=args.deadline_days, prob=args.prob, gpus=args.gpus,
                             budget_hours=args.budget_hours, budget_usd=args.budget_usd)
         data = _plain(plan.plan(spec, opts, samples=_samples(args.samples), seed=args.seed,
                                 posterior=args.posterior, progress=progress))
@@ -65,7 +52,7 @@ def compute(args, progress) -> tuple[dict[str, Any], Figures]:
     from mcflops import api
     from mcflops.analysis import sensitivity
 
-    opts = sensitivity.options(spec, output=args.output, sweeps=args.sweep, points=args.points,
+    opts = sensitivity_options(spec, output=args.output, sweeps=args.sweep, points=args.points,
                                sobol_samples=args.sobol_samples)
     res = api.run(spec, samples=args.samples, seed=args.seed, progress=progress)
     data = {"name": spec.name, "seed": res.seed, "samples": res.samples, **sensitivity.analyze(res, opts)}

@@ -6,7 +6,7 @@ from typing import Any
 
 from mcflops import chain as napkin
 from mcflops.numbers import format_number as fmt
-from mcflops.spec.load import INPUTS, OUTPUTS
+from mcflops.spec import INPUTS, OUTPUTS
 
 _COLS = ("mean", "sd", "p5", "p25", "p50", "p75", "p95")
 

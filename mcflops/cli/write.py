@@ -47,7 +47,7 @@ def write_run(out: Path, res, data: dict[str, Any], hooks: list | None = None) -
     """Write the run's files into a temporary folder, then swap it into place: never half-written.
 
     ``hooks`` (default ``_OUTPUT_HOOKS``) add files after summary.json and spec.resolved.yaml."""
-    from mcflops.spec.load import resolved_dict
+    from mcflops.spec import resolved_dict
 
     _check_out(out)
     out = out.resolve()

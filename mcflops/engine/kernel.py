@@ -29,7 +29,7 @@ import numpy as np
 from mcflops.engine import rng as _rng
 from mcflops.model import copula
 from mcflops.model.compute import Model, outputs
-from mcflops.spec.load import Spec
+from mcflops.spec import Spec
 
 BLOCK = 1 << 20  # draws per keyed block (part of the algorithm: changing it changes the draws)
 SUB = 1 << 14  # draws per sub-block on a CPU (a loop inside the block: intermediates stay in L2; 2^14 beat 2^15 and 2^16 by 7-13% here)

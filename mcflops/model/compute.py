@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from mcflops import chain as napkin
 from mcflops.model.copula import from_spec as copula_from_spec
 from mcflops.model.samplers import Sampler, make_sampler
-from mcflops.spec.load import Spec
+from mcflops.spec import Spec
 
 
 @dataclass(frozen=True)

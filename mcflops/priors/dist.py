@@ -99,7 +99,7 @@ def support(d: Dist) -> tuple[float, float]:
     return lo, hi
 
 
-# The samplers' tables span z in [-8, 8] (distributions.ZMAX): the extreme values a prior can produce are
+# The samplers' tables span z in [-8, 8] (mcflops.model.samplers.ZMAX): the extreme values a prior can produce are
 # its quantiles at Phi(-8) and Phi(8). scipy.special.ndtr(-8) = 6.22e-16.
 TAIL_U = 6.220960574271785e-16
 

@@ -1,23 +1,7 @@
-"""Prior families as data: parse what a prior file says into canonical parameters. No JAX here.
+"""Interval fits: the prior of a family whose 5% and 95% quantiles are given (``beta: [p5, p95]``). No JAX here.
 
-Each family accepts its natural parameters and, where it makes sense, a 90% interval ``[p5, p95]``
-(Squiggle's ``a to b``). Canonical parameters:
-
-=========== ============================ ==================================================
-family      canonical                    accepted forms
-=========== ============================ ==================================================
-point       value                        ``405.9e9``, ``{point: 405.9e9}``
-uniform     low, high                    ``[low, high]`` (the support), ``{low, high}``
-normal      mean, sd (+ low/high)        ``[p5, p95]``, ``{mean, sd}``
-lognormal   mu, sigma of log (+ low/high) ``[p5, p95]``, ``{median, sigma}``, ``{mu, sigma}``, ``{mean, sd}``
-beta        a, b                         ``[p5, p95]``, ``{mean, sd}``, ``{a, b}``
-triangular  low, mode, high              ``[low, mode, high]``, ``{low, mode, high}``
-pert        low, mode, high, lamb        ``[low, mode, high]``, ``{low, mode, high, lambda}`` (lambda 4)
-mixture     components, weights          ``{mixture: [<prior>, <prior>], weights: [0.7, 0.3]}``
-=========== ============================ ==================================================
-
-``low:``/``high:`` beside ``normal`` or ``lognormal`` truncate it; the interval or parameters describe
-the distribution before truncation.
+The normal and lognormal intervals have closed forms (``mcflops.spec.grammar``); the beta needs a
+solve, done here with scipy.special only.
 """
 
 from __future__ import annotations
@@ -36,7 +20,8 @@ def fit_beta_interval(p5: float, p95: float, err=None) -> dict[str, float]:
     Abramowitz & Stegun 26.5.2): no quantile loses digits next to 0 or 1. x_p by scipy.special.betaincinv;
     Jacobian by central differences, step 1e-5 in t (truncation and rounding errors ~1e-10 relative: the
     last steps, Newton's once mu is small, still converge to the last bits). Start: the beta with the
-    moments of the normal of the same 90% interval. No scipy.optimize (~0.9 s to import).
+    moments of the normal of the same 90% interval. No scipy.optimize: slow to import, and the
+    spec layer needs none.
     """
     import numpy as np
     from scipy.special import betaincinv

@@ -19,7 +19,7 @@ and a restart that is itself interrupted starts over, so it takes ``M (e^{R/M} -
 Attempts are geometric (``1/q`` of them), so a segment takes ``M (1 - q)/q + (1/q - 1) M (e^{R/M} - 1)
 = M e^{R/M} (e^{s/M} - 1)`` hours, and ``T_s / tau`` segments give ``T_w``.
 
-To first order in ``(tau, delta, R) / M`` (Young 1974; the issue's "waste per failure = restart +
+To first order in ``(tau, delta, R) / M`` (Young 1974; the rule of thumb "waste per failure = restart +
 interval/2, plus checkpoint overhead write/interval"): ``G ~ (1 - (R + (tau + delta)/2) / M) / (1 + delta/tau)``.
 
 No JAX here: the goodput prior form ``{failures: {...}}`` is resolved when a prior file is loaded.

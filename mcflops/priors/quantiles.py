@@ -1,10 +1,10 @@
 """Quantiles, CDFs and survival functions of every prior family: NumPy and scipy.special only.
 
 The run path needs a prior's quantiles (the samplers' tables, the spec's tail check, the napkin chain's
-medians) but not scipy.stats (~1 s to import) nor scipy.optimize (~0.9 s). This module sits below the
-spec layer: no JAX, and no other mcflops module (``d`` is a ``mcflops.dists.Dist``). ``ppf(d, u)`` is
+medians) but not scipy.stats nor scipy.optimize (both slow to import). This module sits below the
+spec layer: no JAX, and no other mcflops module (``d`` is a ``mcflops.priors.dist.Dist``). ``ppf(d, u)`` is
 accurate for small ``u`` and ``isf(d, q)`` for small ``q`` (each works on the side of the distribution
-where nothing cancels), down to u = Phi(-8) = 6.2e-16 and beyond; tests/test_quantiles.py checks every
+where nothing cancels), down to u = Phi(-8) = 6.2e-16 and beyond; tests/priors/test_quantiles.py checks every
 family against scipy.stats.
 
 Formulas:
@@ -179,7 +179,7 @@ def _dist_fn(d, x: np.ndarray, upper: bool) -> np.ndarray:
             if not upper:
                 return betainc(a, b, y)
             # 1 - I_y(a, b) = I_{1-y}(b, a) (A&S 26.5.2) where 1 - y is exact (y >= 1/2, Sterbenz): scipy's
-            # betaincc is ~30x slower than betainc
+            # betaincc is much slower than betainc
             hi = y >= 0.5
             out = np.empty(np.shape(y))
             out[hi] = betainc(b, a, 1.0 - y[hi])

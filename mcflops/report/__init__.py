@@ -57,7 +57,7 @@ def load(folder: str | Path, label: str | None = None) -> Run:
     spec = None
     resolved = folder / "spec.resolved.yaml"
     if resolved.is_file():
-        from mcflops.spec.load import load_spec
+        from mcflops.spec import load_spec
 
         try:
             spec = load_spec(resolved)

@@ -222,7 +222,7 @@ def _sobol_table(run, where: str, recs: Mapping, info: Mapping) -> list:
                  pm(recs[k], "total")] for k in order], num=frozenset({1, 2}),
                  caption=f"Sobol indices of {where}" + (f" ({info['estimators']}; {info.get('base_samples', '?')} "
                                                         "base draws)" if info.get("estimators") else "") + ".")]
-    if "posterior" in where.lower() or (run.spec is not None and run.spec.extras.get("correlations")):
+    if "posterior" in where.lower() or (run.spec is not None and run.spec.correlations):
         out.append(P(["Caution: Sobol indices assume independent inputs; these inputs are correlated "
                       "(a copula, or the posterior's MFU-goodput ridge), so read the indices as rough."], "note"))
     return out

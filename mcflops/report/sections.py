@@ -10,7 +10,7 @@ import shlex
 from typing import Any, Mapping
 
 from mcflops.numbers import format_number
-from mcflops.spec.load import INPUTS, OUTPUTS
+from mcflops.spec import INPUTS, OUTPUTS
 from mcflops.report.blocks import HEADLINE_FIGURE, _POST, _SENS, B, Box, C, Items, P, Section, Sub, Table, _accelerator, _and, _count, _fig_blocks, _figs, fmt, interval, label, median_ci, missing, num, ordinal, stat
 
 # ---- 1. headline ------------------------------------------------------------------------------

@@ -1,7 +1,20 @@
-"""Prior file -> one frozen, validated :class:`Spec` (plain Python, no JAX); its JSON Schema."""
+"""Prior file -> one frozen, validated :class:`Spec` (plain Python, no JAX); its JSON Schema.
 
-from mcflops.spec.load import (CONVENTIONS, INPUTS, MAX_SAMPLES, OUTPUTS, Architecture, Hardware, Observation, Spec,
-                               check_samples, load_spec, resolved_dict)
+Every block is checked at load (priors, observe, correlations, sensitivity, plan), with one vocabulary
+for "this field, this line, what was expected" (:class:`Fields`). The command line's overrides of the
+``sensitivity:`` and ``plan:`` blocks go through the same checks: :func:`sensitivity_options`,
+:func:`plan_options`.
+"""
 
-__all__ = ["CONVENTIONS", "INPUTS", "MAX_SAMPLES", "OUTPUTS", "Architecture", "Hardware", "Observation", "Spec",
-           "check_samples", "load_spec", "resolved_dict"]
+from mcflops.spec.correlations import correlation_matrix
+from mcflops.spec.fields import Fields
+from mcflops.spec.load import check_samples, load_spec
+from mcflops.spec.options import plan_options, sensitivity_options
+from mcflops.spec.resolved import resolved_dict
+from mcflops.spec.types import (CONVENTIONS, INPUTS, MAX_SAMPLES, OUTPUTS, SOBOL_BASE, SWEEP_POINTS, Architecture,
+                                Correlation, Hardware, Observation, PlanOptions, SensitivityOptions, Spec)
+
+__all__ = ["CONVENTIONS", "INPUTS", "MAX_SAMPLES", "OUTPUTS", "SOBOL_BASE", "SWEEP_POINTS", "Architecture",
+           "Correlation", "Fields", "Hardware", "Observation", "PlanOptions", "SensitivityOptions", "Spec",
+           "check_samples", "correlation_matrix", "load_spec", "plan_options", "resolved_dict",
+           "sensitivity_options"]

@@ -25,11 +25,11 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from mcflops.errors import closest
-from mcflops.errors import kind as _kind
+from mcflops.errors import kind
 from mcflops.numbers import parse_number
 from mcflops.priors.dist import MIN_TRUNCATED_MASS, Z95, Dist, truncated_mass
 from mcflops.priors.fits import fit_beta_interval
+from mcflops.spec.fields import Fields
 
 FAMILIES = ("point", "uniform", "normal", "lognormal", "beta", "triangular", "pert", "mixture")
 DIST_KEYS = FAMILIES + ("source", "low", "high", "weights")
@@ -43,76 +43,70 @@ _NAMED = {
 }
 
 
-def parse_dist(node: Any, field_: str, ctx, parent: Any = None, key: Any = None, *, depth: int = 0) -> Dist:
-    """Parse one prior. ``ctx`` is the spec loader's context (it makes the one-line errors)."""
-    line = ctx.line(parent, key) if parent is not None else None
-
-    def err(message: str, where: Any = None, k: Any = None):
-        return ctx.error(message, where if where is not None else parent, k if where is not None else key, field_)
+def parse_dist(node: Any, field_: str, where: Fields, parent: Any = None, key: Any = None, *,
+               depth: int = 0) -> Dist:
+    """Parse one prior, ``parent[key]`` (its line) called ``field_``; errors name them (``where``: the file)."""
+    line = where.line(parent, key) if parent is not None else None
+    here = where.at(parent, key, field_)
 
     x = parse_number(node)
     if x is not None:
         return Dist("point", {"value": x}, line=line)
     if isinstance(node, list):
-        raise err("a bare list is ambiguous: name the family, e.g. {lognormal: [p5, p95]} or {uniform: [low, high]}")
+        raise here.error("a bare list is ambiguous: name the family, e.g. {lognormal: [p5, p95]} or "
+                         "{uniform: [low, high]}")
     if not isinstance(node, Mapping):
-        raise err(f"expected a number or a prior like {{beta: [0.3, 0.5]}}, got {_kind(node)}")
+        raise here.error(f"expected a number or a prior like {{beta: [0.3, 0.5]}}, got {kind(node)}")
     fams = [k for k in node if k in FAMILIES]
-    unknown = [k for k in node if k not in DIST_KEYS]
-    if unknown:
-        k = unknown[0]
-        raise err(f"unknown family or key '{k}'{closest(k, DIST_KEYS)} (families: {', '.join(FAMILIES)})", node, k)
+    here.keys(node, DIST_KEYS, what="family or key", listing=f"families: {', '.join(FAMILIES)}", per_key=False)
     if len(fams) != 1:
-        raise err("expected exactly one family (" + ", ".join(FAMILIES) + f"), got {len(fams)}"
-                  + (f": {', '.join(fams)}" if fams else ""))
+        raise here.error("expected exactly one family (" + ", ".join(FAMILIES) + f"), got {len(fams)}"
+                         + (f": {', '.join(fams)}" if fams else ""))
     fam = fams[0]
-    source = node.get("source")
-    if source is not None and not isinstance(source, str):
-        raise err(f"expected source: to be text, got {_kind(source)}", node, "source")
-    source = None if source is None else str(source)
-    low = _num(node, "low", err) if "low" in node else None
-    high = _num(node, "high", err) if "high" in node else None
+    source = here.text(node, "source", expected="source: to be text")
+    low = here.number(node, "low", expected="a number for low") if "low" in node else None
+    high = here.number(node, "high", expected="a number for high") if "high" in node else None
     if (low is not None or high is not None) and fam not in ("normal", "lognormal"):
-        raise err(f"low:/high: truncate normal or lognormal priors; {fam} has its own bounds", node,
-                  "low" if "low" in node else "high")
+        raise here.error(f"low:/high: truncate normal or lognormal priors; {fam} has its own bounds", node,
+                         "low" if "low" in node else "high")
     if "weights" in node and fam != "mixture":
-        raise err("weights: belongs to a mixture", node, "weights")
+        raise here.error("weights: belongs to a mixture", node, "weights")
     if low is not None and high is not None and not low < high:
-        raise err(f"expected low < high, got low={low:g}, high={high:g}", node, "low")
+        raise here.error(f"expected low < high, got low={low:g}, high={high:g}", node, "low")
     if fam == "lognormal" and low is not None and low < 0:
-        raise err(f"a lognormal is positive; low must be >= 0, got {low:g}", node, "low")
+        raise here.error(f"a lognormal is positive; low must be >= 0, got {low:g}", node, "low")
     arg = node[fam]
 
     if fam == "mixture":
         if depth > 0:
-            raise err("mixtures cannot be nested", node, fam)
+            raise here.error("mixtures cannot be nested", node, fam)
         if not isinstance(arg, list) or len(arg) < 2:
-            raise err("expected mixture: [<prior>, <prior>, ...] with at least two components", node, fam)
-        comps = tuple(parse_dist(c, f"{field_}.mixture[{i}]", ctx, arg, i, depth=1) for i, c in enumerate(arg))
+            raise here.error("expected mixture: [<prior>, <prior>, ...] with at least two components", node, fam)
+        comps = tuple(parse_dist(c, f"{field_}.mixture[{i}]", where, arg, i, depth=1) for i, c in enumerate(arg))
         w = node.get("weights")
         if w is None:
             weights = tuple(1.0 / len(comps) for _ in comps)
         else:
             if not isinstance(w, list) or len(w) != len(comps):
-                raise err(f"expected {len(comps)} weights, one per component", node, "weights")
+                raise here.error(f"expected {len(comps)} weights, one per component", node, "weights")
             ws = [parse_number(v) for v in w]
             if any(v is None or v < 0 for v in ws) or sum(ws) <= 0:
-                raise err("expected non-negative weights with a positive sum", node, "weights")
+                raise here.error("expected non-negative weights with a positive sum", node, "weights")
             weights = tuple(v / sum(ws) for v in ws)
         return Dist("mixture", {}, components=comps, weights=weights, source=source, line=line)
 
     if fam == "point":
         v = parse_number(arg)
         if v is None:
-            raise err(f"expected point: <number>, got {_kind(arg)}", node, fam)
+            raise here.error(f"expected point: <number>, got {kind(arg)}", node, fam)
         return Dist("point", {"value": v}, source=source, line=line)
 
-    vals = _args(fam, arg, node, err)
-    params = _canonical(fam, vals, lambda m: err(m, node, fam))
+    vals = _args(fam, arg, node, here)
+    params = _canonical(fam, vals, lambda m: here.error(m, node, fam))
     if low is not None or high is not None:
         kept = truncated_mass(fam, params, low, high)
         if not kept >= MIN_TRUNCATED_MASS:
-            raise err(f"low:/high: [{_g(low)}, {_g(high)}] keeps almost none of this {fam} (a share of {kept:.1e}); "
+            raise here.error(f"low:/high: [{_g(low)}, {_g(high)}] keeps almost none of this {fam} (a share of {kept:.1e}); "
                       "check the bounds against the distribution", node, "low" if low is not None else "high")
     return Dist(fam, params, low=low, high=high, source=source, line=line)
 
@@ -121,44 +115,25 @@ def _g(x: float | None) -> str:
     return "-" if x is None else f"{x:g}"
 
 
-def _num(node: Mapping, key: str, err) -> float:
-    x = parse_number(node[key])
-    if x is None:
-        raise err(f"expected a number for {key}, got {_kind(node[key])}", node, key)
-    return x
-
-
-def _args(fam: str, arg: Any, node: Mapping, err) -> dict[str, float]:
+def _args(fam: str, arg: Any, node: Mapping, here: Fields) -> dict[str, float]:
     """Positional list or named mapping -> named values (positional names are 'p5', 'p95' or the bounds)."""
     if isinstance(arg, list):
         names = {"uniform": ("low", "high"), "triangular": ("low", "mode", "high"),
                  "pert": ("low", "mode", "high")}.get(fam, ("p5", "p95"))
         if len(arg) != len(names):
             what = "a 90% interval [p5, p95]" if names == ("p5", "p95") else "[" + ", ".join(names) + "]"
-            raise err(f"expected {fam}: {what}, got {len(arg)} values", node, fam)
-        out = {}
-        for i, (n, v) in enumerate(zip(names, arg)):
-            x = parse_number(v)
-            if x is None:
-                raise err(f"expected a number for {n}, got {_kind(v)}", arg, i)
-            out[n] = x
-        return out
+            raise here.error(f"expected {fam}: {what}, got {len(arg)} values", node, fam)
+        return {n: here.number(arg, i, expected=f"a number for {n}") for i, n in enumerate(names)}
     if isinstance(arg, Mapping):
         forms = _NAMED[fam]
         keys = set(arg)
         for form in forms:
             if keys == set(form) or (fam == "pert" and keys == set(form)):
-                out = {}
-                for k in form:
-                    x = parse_number(arg[k])
-                    if x is None:
-                        raise err(f"expected a number for {k}, got {_kind(arg[k])}", arg, k)
-                    out[k] = x
-                return out
+                return {k: here.number(arg, k, expected=f"a number for {k}") for k in form}
         options = " or ".join("{" + ", ".join(f) + "}" for f in forms)
-        raise err(f"{fam} takes {options}" + ("" if fam in ("uniform", "triangular", "pert") else " or [p5, p95]")
-                  + f"; got {{{', '.join(map(str, arg))}}}", node, fam)
-    raise err(f"expected {fam}: [p5, p95] or named parameters, got {_kind(arg)}", node, fam)
+        raise here.error(f"{fam} takes {options}" + ("" if fam in ("uniform", "triangular", "pert") else " or [p5, p95]")
+                         + f"; got {{{', '.join(map(str, arg))}}}", node, fam)
+    raise here.error(f"expected {fam}: [p5, p95] or named parameters, got {kind(arg)}", node, fam)
 
 
 def _canonical(fam: str, v: dict[str, float], err) -> dict[str, float]:

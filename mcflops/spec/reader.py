@@ -1,5 +1,5 @@
-"""Reading prior files: safe YAML with line numbers, and the helpers that turn a bad value into one
-line naming the file, the line and the field. Plain Python: no JAX here."""
+"""Reading prior files: safe YAML with line numbers (what :class:`mcflops.spec.fields.Fields` names).
+Plain Python: no JAX here."""
 
 from __future__ import annotations
 
@@ -7,65 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from mcflops.errors import SpecError, closest
-from mcflops.errors import kind as _kind
-from mcflops.numbers import parse_number
-
-
-def line_of(node: Any, key: Any = None) -> int | None:
-    """The 1-based line of ``node[key]`` (or of ``node``) in a ruamel-loaded file, else None."""
-    lc = getattr(node, "lc", None)
-    if lc is None:
-        return None
-    try:
-        if key is None:
-            return lc.line + 1
-        return (lc.item(key) if isinstance(key, int) else lc.key(key))[0] + 1
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return lc.line + 1 if getattr(lc, "line", None) is not None else None
-
-
-class _Ctx:
-    """Where we are in the file, so that every message can name the line."""
-
-    def __init__(self, path: str | None):
-        self.path = path
-
-    def line(self, node: Any, key: Any = None) -> int | None:
-        return line_of(node, key)
-
-    def error(self, message: str, node: Any = None, key: Any = None, field: str | None = None) -> SpecError:
-        return SpecError(message, path=self.path, line=self.line(node, key) if node is not None else None,
-                         field=field)
-
-
-def _mapping(ctx: _Ctx, node: Any, parent: Any, key: str, field: str) -> Mapping:
-    if not isinstance(node, Mapping):
-        raise ctx.error(f"expected a mapping, got {_kind(node)}", parent, key, field)
-    return node
-
-
-def _check_keys(ctx: _Ctx, node: Mapping, allowed, field: str) -> None:
-    for k in node:
-        if k not in allowed:
-            raise ctx.error(f"unknown key '{k}'{closest(k, allowed)} (expected one of: {', '.join(allowed)})",
-                            node, k, f"{field}.{k}" if field else str(k))
-
-
-def _number(ctx: _Ctx, node: Mapping, key: str, field: str, *, positive=False, integer=False,
-            minimum: float | None = None) -> float:
-    raw = node[key]
-    x = parse_number(raw)
-    if x is None:
-        what = "a whole number" if integer else "a number"
-        raise ctx.error(f"expected {what} (like 405.9e9, 15.6T, 1_000_000), got {_kind(raw)}", node, key, field)
-    if integer and x != int(x):
-        raise ctx.error(f"expected a whole number, got {raw}", node, key, field)
-    if positive and x <= 0:
-        raise ctx.error(f"expected a number > 0, got {raw}", node, key, field)
-    if minimum is not None and x < minimum:
-        raise ctx.error(f"expected a number >= {minimum:g}, got {raw}", node, key, field)
-    return x
+from mcflops.errors import SpecError, kind
 
 
 def read_yaml(p: Path) -> Mapping:
@@ -117,7 +59,7 @@ def read_yaml(p: Path) -> Mapping:
     if data is None:
         raise SpecError("empty file: expected a mapping with name, hardware and priors", path=ctx)
     if not isinstance(data, Mapping):
-        raise SpecError(f"expected a mapping at the top level, got {_kind(data)}", path=ctx,
+        raise SpecError(f"expected a mapping at the top level, got {kind(data)}", path=ctx,
                         line=root.start_mark.line + 1)
     return data
 

@@ -1,6 +1,6 @@
 """Prior forms that are recipes, not families: ``mfu: {calibrated: ...}`` and ``goodput: {failures: ...}``.
 
-They need the file's hardware and other priors, so they are parsed once those are known (load.py) and
+They need the file's hardware and other priors, so they are parsed once those are known and
 turned into quantile tables (``mcflops.priors.table``) by the host-side formulas of
 ``mcflops.priors.calibrated`` (the shipped calibration fit) and ``mcflops.priors.goodput`` (Daly 2006).
 """
@@ -12,61 +12,50 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mcflops.errors import closest
 from mcflops.numbers import parse_number
 from mcflops.priors.calibrated import FIT_FILE, accelerator_family, load_fit, log_u_quantiles, predictive
 from mcflops.priors.dist import Dist
 from mcflops.priors.goodput import FAILURE_KEYS, UNCERTAIN_OK, failures_prior
 from mcflops.priors.table import KNOT_PROBS, table_dist
+from mcflops.spec.fields import Fields
 from mcflops.spec.grammar import parse_dist
+
 
 def is_derived(node: Any) -> bool:
     """True for the recipe forms {calibrated: ...} and {failures: ...}."""
     return isinstance(node, Mapping) and ("calibrated" in node or "failures" in node)
 
 
-def resolve(ctx, name: str, parent: Mapping, priors: Mapping, hardware, data: Mapping):
+def resolve(where: Fields, name: str, parent: Mapping, priors: Mapping, hardware, data: Mapping) -> Dist:
     """Turn a recipe form into a Dist, once the file's hardware and other priors are known."""
     node = parent[name]
-    field_ = f"priors.{name}"
+    here = where.at(parent, name, f"priors.{name}")
     if "calibrated" in node and "failures" in node:
-        raise ctx.error("give either calibrated: or failures:, not both", parent, name, field_)
+        raise here.error("give either calibrated: or failures:, not both")
     if "failures" in node:
         if name != "goodput":
-            raise ctx.error("failures: is a goodput prior (goodput: {failures: {...}})", parent, name, field_)
-        from mcflops.spec.recipes import failures_dist
-
-        return failures_dist(node, field_, ctx, parent, name, hardware.count)
+            raise here.error("failures: is a goodput prior (goodput: {failures: {...}})")
+        return failures_dist(node, here, hardware.count)
     if name != "mfu":
-        raise ctx.error("calibrated: is an mfu prior (mfu: {calibrated: true}): the calibrated "
-                        "effective utilization", parent, name, field_)
-    return _calibrated(ctx, node, field_, parent, priors, hardware, data)
+        raise here.error("calibrated: is an mfu prior (mfu: {calibrated: true}): the calibrated "
+                         "effective utilization")
+    return _calibrated(here, node, priors, hardware, data)
 
 
-def _calibrated(ctx, node: Mapping, field_: str, parent: Mapping, priors: Mapping, hardware, data: Mapping):
-    def err(message: str, where: Any = None, k: Any = None):
-        return ctx.error(message, where if where is not None else parent, k if where is not None else "mfu",
-                         field_)
-
-    extra = [k for k in node if k not in ("calibrated", "source")]
-    if extra:
-        raise err(f"unknown key '{extra[0]}' beside calibrated: (expected calibrated: and source:)", node, extra[0])
+def _calibrated(here: Fields, node: Mapping, priors: Mapping, hardware, data: Mapping) -> Dist:
+    here.keys(node, ("calibrated", "source"), where=" beside calibrated:", listing="expected calibrated: and source:",
+              per_key=False)
     opt = node["calibrated"]
     if opt is True:
         opt = {}
     if not isinstance(opt, Mapping):
-        raise err("expected calibrated: true or calibrated: {org: <name>, moe: true|false}", node, "calibrated")
-    for k in opt:
-        if k not in ("org", "moe"):
-            raise err(f"unknown key '{k}' in calibrated: (expected org, moe)", opt, k)
+        raise here.error("expected calibrated: true or calibrated: {org: <name>, moe: true|false}", node, "calibrated")
+    here.keys(opt, ("org", "moe"), where=" in calibrated:", listing="expected org, moe", per_key=False)
     if "moe" in opt and not isinstance(opt["moe"], bool):
-        raise err("expected moe: true or false", opt, "moe")
-    org = opt.get("org")
-    if org is not None and not isinstance(org, str):
-        raise err("expected org: <name> (e.g. Meta)", opt, "org")
-    source = node.get("source")
-    if source is not None and not isinstance(source, str):
-        raise err("expected source: to be text", node, "source")
+        raise here.error("expected moe: true or false", opt, "moe")
+    org = here.text(opt, "org", expected="org: <name> (e.g. Meta)", got=False)
+    source = here.text(node, "source", expected="source: to be text", got=False)
+    err = here.error
 
     g = priors.get("goodput")  # None here: a goodput recipe not resolved yet, still a goodput prior
     if "goodput" in priors and (g is None or not (g.family == "point" and g.params["value"] == 1.0)):
@@ -107,33 +96,22 @@ def _calibrated(ctx, node: Mapping, field_: str, parent: Mapping, priors: Mappin
     return table_dist(KNOT_PROBS, u, source=f"{source} | {s}" if source else s)
 
 
-def failures_dist(node: Any, field_: str, ctx, parent: Any, key: Any, hardware_count: int | None):
+def failures_dist(node: Any, here: Fields, hardware_count: int | None) -> Dist:
     """Parse ``goodput: {failures: {...}, source: ...}`` and turn it into a goodput prior.
 
     ``rate_per_gpu_hour``, ``checkpoint_write_h`` and ``restart_h`` may be numbers or priors (at most
     one of them a prior, lognormal or uniform); ``count`` defaults to ``hardware.count``;
     ``checkpoint_interval_h`` is a number; ``checkpoint_write_h`` defaults to 0. Goodput decreases in
     each uncertain input, so its quantile at p is G(input quantile at 1 - p): exact at the knots of a
-    quantile table (:func:`mcflops.priors.goodput.failures_prior`).
+    quantile table (:func:`mcflops.priors.goodput.failures_prior`). ``here``: the prior's place in the file.
     """
-    from mcflops.priors.dist import Dist
-
-    def err(message: str, where: Any = None, k: Any = None):
-        return ctx.error(message, where if where is not None else parent, k if where is not None else key, field_)
-
-    extra = [k for k in node if k not in ("failures", "source")]
-    if extra:
-        raise err(f"unknown key '{extra[0]}' beside failures: (expected failures: and source:)", node, extra[0])
-    source = node.get("source")
-    if source is not None and not isinstance(source, str):
-        raise err("expected source: to be text", node, "source")
-    f = node["failures"]
-    if not isinstance(f, Mapping):
-        raise err("expected failures: {rate_per_gpu_hour, count, checkpoint_interval_h, checkpoint_write_h, "
-                  "restart_h}", node, "failures")
-    for k in f:
-        if k not in FAILURE_KEYS:
-            raise err(f"unknown key '{k}'{closest(k, FAILURE_KEYS)} (expected: {', '.join(FAILURE_KEYS)})", f, k)
+    err = here.error
+    here.keys(node, ("failures", "source"), where=" beside failures:", listing="expected failures: and source:",
+              per_key=False)
+    source = here.text(node, "source", expected="source: to be text", got=False)
+    f = here.mapping(node, "failures", expected="failures: {rate_per_gpu_hour, count, checkpoint_interval_h, "
+                     "checkpoint_write_h, restart_h}", got=False)
+    here.keys(f, FAILURE_KEYS, listing=f"expected: {', '.join(FAILURE_KEYS)}", per_key=False)
     for req in ("rate_per_gpu_hour", "checkpoint_interval_h", "restart_h"):
         if req not in f:
             raise err(f"failures: missing {req}", f, None)
@@ -156,7 +134,7 @@ def failures_dist(node: Any, field_: str, ctx, parent: Any, key: Any, hardware_c
         if k not in f:
             values[k] = 0.0  # only checkpoint_write_h can be absent
             continue
-        d: Dist = parse_dist(f[k], f"{field_}.failures.{k}", ctx, f, k)
+        d: Dist = parse_dist(f[k], f"{here.field}.failures.{k}", here, f, k)
         if d.family == "point":
             if d.params["value"] < 0 or (k == "rate_per_gpu_hour" and d.params["value"] <= 0):
                 raise err(f"expected {k} > 0, got {d.params['value']:g}", f, k)

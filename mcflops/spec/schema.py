@@ -5,8 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from mcflops import hardware
+from mcflops.spec.correlations import ENTRY_KEYS
 from mcflops.spec.grammar import FAMILIES, _NAMED
-from mcflops.spec.load import ARCH_KEYS, CONVENTIONS, HARDWARE_KEYS, INPUTS, NOISES, OUTPUTS
+from mcflops.spec.machine import ARCH_KEYS, HARDWARE_KEYS
+from mcflops.spec.observe import NOISES, OBS_KEYS
+from mcflops.spec.options import PLAN_KEYS, SENSITIVITY_KEYS
+from mcflops.spec.types import CONVENTIONS, INPUTS, OUTPUTS
 
 _NUMBER = {"anyOf": [{"type": "number"},
                      {"type": "string", "pattern": r"^[+-]?[0-9][0-9_]*(\.[0-9_]*)?([eE][+-]?[0-9]+)?\s*[kKMBGTP]?$"}],
@@ -36,13 +40,34 @@ def json_schema() -> dict[str, Any]:
     prior = {"anyOf": [{"$ref": "#/$defs/number"},
                        {"type": "object", "properties": prior_props, "additionalProperties": False,
                         "minProperties": 1}]}
-    obs = {"type": "object", "additionalProperties": False, "properties": {
+    obs = _closed({
         "value": {"$ref": "#/$defs/number", "description": "the published figure"},
         "sigma": {"$ref": "#/$defs/number", "description": "relative error (lognormal sigma), default 0.05"},
         "sd": {"$ref": "#/$defs/number", "description": "absolute error"},
         "noise": {"enum": list(NOISES)},
         "between": _pair("[low, high]: uniform likelihood"),
-        "source": {"type": "string"}}}
+        "source": {"type": "string"}}, OBS_KEYS)
+    inputs = {"enum": list(INPUTS)}
+    sweep = {"anyOf": [_pair("[low, high]: a grid of `points` values"),
+                       _closed({"values": {"type": "array", "items": {"$ref": "#/$defs/number"}, "minItems": 2}},
+                               ("values",), required=["values"])]}
+    sensitivity = _closed({
+        "output": {"enum": list(OUTPUTS), "description": "the output to analyse (default gpu_hours)"},
+        "sobol_samples": {"$ref": "#/$defs/number", "description": "Sobol base draws, 1024 to 2^26"},
+        "points": {"$ref": "#/$defs/number", "description": "grid points of a [low, high] sweep, 2 to 256"},
+        "sweep": {"type": "object", "propertyNames": inputs, "additionalProperties": sweep}}, SENSITIVITY_KEYS)
+    correlation = _closed({
+        "between": {"type": "array", "items": inputs, "minItems": 2, "maxItems": 2},
+        "rho": {"$ref": "#/$defs/number", "description": "normal-score correlation, in (-1, 1)"},
+        "spearman": {"$ref": "#/$defs/number", "description": "rank correlation, in (-1, 1)"},
+        "source": {"type": "string"}}, ENTRY_KEYS, required=["between"])
+    correlation["oneOf"] = [{"required": ["rho"]}, {"required": ["spearman"]}]
+    plan = _closed({
+        "deadline_days": {"$ref": "#/$defs/number", "description": "finish within this many days"},
+        "prob": {"$ref": "#/$defs/number", "description": "probability each answer holds with, in (0, 1)"},
+        "gpus": {"$ref": "#/$defs/number", "description": "cluster size (default hardware.count)"},
+        "budget_hours": {"$ref": "#/$defs/number", "description": "accelerator-hour budget"},
+        "budget_usd": {"$ref": "#/$defs/number", "description": "dollar budget (needs a price prior)"}}, PLAN_KEYS)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://mcflops.dev/schema/prior-file.json",
@@ -68,8 +93,17 @@ def json_schema() -> dict[str, Any]:
                        "properties": {k: {"$ref": "#/$defs/prior", "description": v[3]} for k, v in INPUTS.items()}},
             "observe": {"type": "object", "additionalProperties": False,
                         "properties": {k: obs for k in list(OUTPUTS) + list(INPUTS)}},
-            "sensitivity": {"type": "object"},
-            "correlations": {},
-            "plan": {"type": "object"},
+            "sensitivity": sensitivity,
+            "correlations": {"type": "array", "items": correlation},
+            "plan": plan,
         },
     }
+
+
+def _closed(properties: dict[str, Any], keys, required: list[str] | None = None) -> dict[str, Any]:
+    """An object with the loader's keys only (``keys``: its table; ``properties`` describe each, in its order)."""
+    properties = {k: properties[k] for k in keys}  # a key the table has and this schema lacks: a KeyError here
+    out: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": properties}
+    if required:
+        out["required"] = required
+    return out

@@ -14,6 +14,7 @@ import mcflops
 from mcflops.analysis import plan as plan_mod
 from mcflops.priors.dist import Z95
 from mcflops.errors import SpecError
+from mcflops.spec import plan_options
 
 K = 4.0
 N = 200_000
@@ -44,7 +45,7 @@ def _tol_log(sigma, p, n=N):
 @pytest.fixture(scope="module")
 def answer():
     spec = mcflops.load_spec(SPEC)
-    opts = plan_mod.options(spec, deadline_days=60, prob=0.9, budget_hours=1e6, budget_usd=3e6)
+    opts = plan_options(spec, deadline_days=60, prob=0.9, budget_hours=1e6, budget_usd=3e6)
     return plan_mod.plan(spec, opts)
 
 
@@ -131,14 +132,14 @@ def test_compare_uses_common_random_numbers():
 ])
 def test_bad_plan_options(kw, field):
     with pytest.raises(SpecError) as e:
-        plan_mod.options(mcflops.load_spec(SPEC), **kw)
+        plan_options(mcflops.load_spec(SPEC), **kw)
     assert e.value.field == field
 
 
 def test_budget_usd_needs_a_price():
     spec = {**SPEC, "priors": {k: v for k, v in SPEC["priors"].items() if k != "price"}}
     with pytest.raises(SpecError) as e:
-        plan_mod.options(mcflops.load_spec(spec), budget_usd=1e6)
+        plan_options(mcflops.load_spec(spec), budget_usd=1e6)
     assert "price" in e.value.message
 
 
@@ -147,10 +148,10 @@ def test_plan_block_in_the_file(tmp_path):
     p.write_text("name: p\nhardware: {accelerator: h100-sxm}\npriors:\n  params: 7e9\n  tokens: 1T\n  mfu: 0.4\n"
                  "plan:\n  deadline_days: 30\n  probb: 0.9\n")
     with pytest.raises(SpecError) as e:
-        plan_mod.options(mcflops.load_spec(p))
+        mcflops.load_spec(p)  # every block is checked at load
     assert e.value.field == "plan.probb" and e.value.line == 9
     p.write_text(p.read_text().replace("probb", "prob"))
-    o = plan_mod.options(mcflops.load_spec(p), prob=0.5)
+    o = plan_options(mcflops.load_spec(p), prob=0.5)
     assert o.deadline_days == 30 and o.prob == 0.5  # the command line wins
 
 

@@ -19,6 +19,7 @@ from mcflops import model as model_mod
 from mcflops.analysis import sensitivity as sens
 from mcflops.priors.dist import Z95
 from mcflops.errors import SpecError
+from mcflops.spec import sensitivity_options
 
 K = 4.0
 
@@ -220,7 +221,7 @@ def test_background_analysis_equals_the_sequential_one():
     spec = {**LOGNORMAL, "observe": {"gpu_hours": {"value": 7e5, "sigma": 0.1}},
             "sensitivity": {"sweep": {"mfu": [0.30, 0.45]}, "sobol_samples": 4096}}
     res = mcflops.run(spec, samples=20_000, sensitivity=True)
-    alone = sens.analyze(res, sens.options(res.spec))
+    alone = sens.analyze(res, res.spec.sensitivity)
     assert list(res.sensitivity) == list(alone)
 
     def numbers(d):  # everything but the timings
@@ -235,7 +236,7 @@ def test_background_analysis_stops_when_told(monkeypatch):
     """Ctrl-C or an error in the sampling: the analysis in the thread stops at its next stage or Sobol call, so
     the process does not wait for it to finish."""
     m = model_mod.build_model(mcflops.load_spec({**LOGNORMAL, "sensitivity": {"sobol_samples": 4096}}))
-    opts = sens.options(mcflops.load_spec({**LOGNORMAL, "sensitivity": {"sobol_samples": 4096}}))
+    opts = mcflops.load_spec({**LOGNORMAL, "sensitivity": {"sobol_samples": 4096}}).sensitivity
     calls = []
     with pytest.raises(sens.Cancelled):
         sens.prior_analysis(m, opts, jax.random.key(0), stop=lambda: calls.append(1) or len(calls) > 1)
@@ -306,21 +307,20 @@ def test_bad_sensitivity_block_names_field_and_line(tmp_path, block, field):
 
     p = tmp_path / "bad.yaml"
     p.write_text(BAD % json.dumps(block))
-    spec = mcflops.load_spec(p)
     with pytest.raises(SpecError) as e:
-        sens.options(spec)
+        mcflops.load_spec(p)  # every block is checked at load
     assert e.value.field == field
     assert e.value.line == 7 and e.value.path == str(p)
 
 
 def test_command_line_sweeps():
     spec = mcflops.load_spec(LOGNORMAL)
-    o = sens.options(spec, sweeps=["mfu=0.40,0.30", "peak_flops=3e14:5e14"], points=5)
+    o = sensitivity_options(spec, sweeps=["mfu=0.40,0.30", "peak_flops=3e14:5e14"], points=5)
     assert dict(o.sweeps)["mfu"] == (0.40, 0.30)
     np.testing.assert_allclose(dict(o.sweeps)["peak_flops"], np.linspace(3e14, 5e14, 5))
     for bad in ("mfu", "mfu=", "mfu=0.4:0.3", "mfu=0.5,1.2", "nope=1,2"):
         with pytest.raises(SpecError) as e:
-            sens.options(spec, sweeps=[bad])
+            sensitivity_options(spec, sweeps=[bad])
         assert e.value.field == "--sweep"
 
 

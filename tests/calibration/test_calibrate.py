@@ -15,7 +15,7 @@ from mcflops.calibration import fit as cal
 from mcflops.priors import calibrated as derived
 from mcflops.priors import table
 from mcflops.errors import SpecError
-from mcflops.spec.load import load_spec
+from mcflops.spec import load_spec
 
 REDUCED = cal.Config(covariates=("log10_params", "log2_peak"), org_effect=True, acc_effect=False, chains=1,
                      warmup=400, draws=400)  # one chain: compiling NUTS is most of the time

@@ -12,7 +12,7 @@ from scipy import stats
 from mcflops import engine
 from mcflops import model as model_mod
 from mcflops.inference import psis
-from mcflops.spec.load import load_spec
+from mcflops.spec import load_spec
 
 array_stats = pytest.importorskip("arviz_stats.base").array_stats
 

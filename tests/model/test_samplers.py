@@ -12,7 +12,7 @@ from scipy.special import ndtri
 from mcflops.model.samplers import make_sampler
 from tests.oracles import scipy_dist
 from mcflops.priors.fits import fit_beta_interval
-from mcflops.spec.load import _Ctx
+from mcflops.spec import Fields
 from mcflops.spec.grammar import parse_dist
 
 CASES = {
@@ -31,7 +31,7 @@ PROBS = np.array([0.001, 0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 0.999])
 
 
 def _dist(node):
-    return parse_dist(node, "priors.x", _Ctx("<test>"))
+    return parse_dist(node, "priors.x", Fields("<test>"))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -9,7 +9,7 @@ import pytest
 from mcflops.priors import goodput as gp
 from mcflops.priors.table import KNOT_PROBS
 from mcflops.errors import SpecError
-from mcflops.spec.load import load_spec
+from mcflops.spec import load_spec
 
 
 def _simulate_run(rng, work_h, mtbf_h, tau, delta, restart):

@@ -29,7 +29,7 @@ from tests.oracles import scipy_dist
 from mcflops.priors.dist import TAIL_U, Z95, tail_quantiles
 from mcflops.priors.fits import fit_beta_interval
 from mcflops.spec.grammar import parse_dist
-from mcflops.spec.load import _Ctx
+from mcflops.spec import Fields
 
 ROOT = Path(__file__).resolve().parents[2]
 EPS = np.finfo(float).eps
@@ -67,7 +67,7 @@ CASES = {
 
 
 def _dist(node):
-    return parse_dist(node, "priors.x", _Ctx("<test>"))
+    return parse_dist(node, "priors.x", Fields("<test>"))
 
 
 def _std(d):

@@ -224,7 +224,7 @@ def test_headline_numbers_and_section_order(run_dir):
 
 
 def test_assumptions_list_every_prior_with_its_source(run_dir):
-    from mcflops.spec.load import load_spec
+    from mcflops.spec import load_spec
 
     spec = load_spec(run_dir / "spec.resolved.yaml")
     html_text = (run_dir / "report.html").read_text()
@@ -269,7 +269,7 @@ def test_report_dir_rerenders_identically_without_jax(run_dir, tmp_path):
 
 
 def test_resolved_spec_repeats_the_run(run_dir):
-    from mcflops.spec.load import load_spec
+    from mcflops.spec import load_spec
 
     s = json.loads((run_dir / "summary.json").read_text())
     assert load_spec(run_dir / "spec.resolved.yaml").digest() == s["spec_hash"]
@@ -480,7 +480,7 @@ def test_markdown_table_cells_hold_any_text(cells):
 def test_committed_report_is_current():
     """reports/<name>/ (committed) was made by this code from priors/llama405b.yaml."""
     import mcflops
-    from mcflops.spec.load import load_spec
+    from mcflops.spec import load_spec
 
     spec = load_spec(ROOT / "priors" / "llama405b.yaml")
     folder = next((f for f in (ROOT / "reports" / spec.name, ROOT / "reports" / "llama405b") if f.is_dir()), None)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from mcflops.cli.main import main
-from mcflops.spec.load import MAX_SAMPLES, load_spec
+from mcflops.spec import MAX_SAMPLES, load_spec
 
 HERE = Path(__file__).resolve().parents[1]
 BAD = HERE / "bad"

@@ -1,0 +1,164 @@
+"""The ``sensitivity:`` and ``plan:`` blocks, checked at load; the command line's values through the same checks.
+
+A file's block becomes :class:`SensitivityOptions` / :class:`PlanOptions` on the Spec. A command line
+that overrides some of them (``--output``, ``--sweep``, ``--deadline-days``, ...) asks
+:func:`sensitivity_options` / :func:`plan_options` for new options: the file's block (as written) and
+the command line's values are checked together, the same way, and an error names the flag.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from mcflops.numbers import parse_number
+from mcflops.spec.fields import Fields
+from mcflops.spec.resolved import plain
+from mcflops.spec.types import INPUTS, SOBOL_BASE, SWEEP_POINTS, PlanOptions, SensitivityOptions, Spec
+
+SENSITIVITY_KEYS = ("output", "sobol_samples", "points", "sweep")
+PLAN_KEYS = ("deadline_days", "prob", "gpus", "budget_hours", "budget_usd")
+
+
+# ----------------------------------------------------------------------------- sensitivity:
+
+def sensitivity_block(where: Fields, data: Mapping, spec: Spec) -> SensitivityOptions:
+    """The file's ``sensitivity:`` block (``spec``: the file's priors and outputs, known by now)."""
+    if "sensitivity" not in data:
+        return SensitivityOptions()
+    return _sensitivity(where, data, spec)
+
+
+def sensitivity_options(spec: Spec, *, output: str | None = None, sweeps: list[str] | None = None,
+                        points: int | None = None, sobol_samples: int | None = None) -> SensitivityOptions:
+    """The spec's sensitivity options, with the command line's values (None: the file's). ``sweeps`` are
+    ``mfu=0.30:0.45`` (a grid of ``points`` values) or ``mfu=0.40,0.30`` (those values)."""
+    if output is None and not sweeps and points is None and sobol_samples is None:
+        return spec.sensitivity
+    return _sensitivity(Fields(spec.path), {"sensitivity": spec.sensitivity.written}, spec, output=output,
+                        sweeps=sweeps, points=points, sobol_samples=sobol_samples)
+
+
+def _sensitivity(where: Fields, parent: Mapping, spec: Spec, *, output: str | None = None,
+                 sweeps: list[str] | None = None, points: int | None = None,
+                 sobol_samples: int | None = None) -> SensitivityOptions:
+    node = parent.get("sensitivity")
+    node = {} if node is None else node
+    if not isinstance(node, Mapping):
+        raise where.error("expected a mapping (output, sobol_samples, points, sweep)", parent, "sensitivity",
+                          "sensitivity")
+    where.keys(node, SENSITIVITY_KEYS, "sensitivity")
+    here = where.at(node, "output" if "output" in node else None, "sensitivity.output") if output is None \
+        else Fields(where.path, field="--output")
+    out = node.get("output", "gpu_hours") if output is None else output
+    if out not in spec.outputs:
+        raise here.error(f"'{out}' is not an output of this file (outputs: {', '.join(spec.outputs)})")
+    p = _whole(where, node, "points", points, SWEEP_POINTS, 2, 256, "grid points in [2, 256]")
+    n = _whole(where, node, "sobol_samples", sobol_samples, SOBOL_BASE, 1024, 1 << 26,
+               "base draws in [1024, 2^26]")
+    grid: dict[str, tuple[float, ...]] = {}
+    sw = node.get("sweep", {})
+    if not isinstance(sw, Mapping):
+        raise where.error("expected sweep: {input: [low, high]}", node, "sweep", "sensitivity.sweep")
+    for name in sw:
+        grid[str(name)] = _sweep_values(where.at(sw, name, f"sensitivity.sweep.{name}"), spec, str(name), sw[name],
+                                        p)
+    for text in sweeps or ():
+        name, vals = _sweep_arg(Fields(where.path, field="--sweep"), spec, text, p)
+        grid[name] = vals
+    return SensitivityOptions(out, n, p, tuple(grid.items()), written=plain(parent.get("sensitivity")))
+
+
+def _whole(where: Fields, node: Mapping, key: str, cli: Any, default: int, lo: int, hi: int, what: str) -> int:
+    """A whole number in [lo, hi]: the command line's (``--points``), else the file's, else the default."""
+    here = where.at(node, key, f"sensitivity.{key}") if cli is None else \
+        Fields(where.path, field="--" + key.replace("_", "-"))
+    v = node.get(key, default) if cli is None else cli
+    x = parse_number(v)
+    if x is None or x != int(x) or not lo <= x <= hi:
+        raise here.error(f"expected a whole number of {what}, got {v!r}")
+    return int(x)
+
+
+def _sweep_values(here: Fields, spec: Spec, name: str, raw: Any, points: int) -> tuple[float, ...]:
+    """Grid of one sweep: [lo, hi] -> `points` evenly spaced values; {values: [...]} -> those values."""
+    if name not in spec.priors:
+        why = f"no '{name}' input in this file" if name in INPUTS else f"unknown input '{name}'"
+        raise here.error(f"cannot sweep {why} (inputs here: {', '.join(spec.priors)})")
+    explicit = isinstance(raw, Mapping) and set(raw) == {"values"}
+    vals = raw["values"] if explicit else raw
+    if not isinstance(vals, (list, tuple)) or len(vals) < 2 or (not explicit and len(vals) != 2):
+        raise here.error("expected [low, high] (a grid of `points` values) or {values: [v1, v2, ...]}")
+    xs = [parse_number(v) for v in vals]
+    if any(x is None for x in xs):
+        raise here.error(f"expected numbers, got {list(vals)}")
+    lo_dom, hi_dom, _, meaning = INPUTS[name]
+    for x in xs:
+        if not (x > 0 and x <= hi_dom and x >= lo_dom):
+            rng = f"[{lo_dom:g}, {hi_dom:g}]" if lo_dom > 0 else f"(0, {hi_dom:g}]"
+            raise here.error(f"{name} ({meaning}) must be in {rng}, got {x:g}")
+    if explicit:
+        return tuple(float(x) for x in xs)
+    if not xs[0] < xs[1]:
+        raise here.error(f"expected low < high, got [{xs[0]:g}, {xs[1]:g}]")
+    return tuple(float(x) for x in np.linspace(xs[0], xs[1], points))
+
+
+def _sweep_arg(here: Fields, spec: Spec, text: str, points: int) -> tuple[str, tuple[float, ...]]:
+    """A command-line sweep: ``mfu=0.30:0.45`` (a grid) or ``mfu=0.40,0.30`` (those values)."""
+    name, sep, rest = text.partition("=")
+    if not sep or not rest:
+        raise here.error(f"expected INPUT=LOW:HIGH or INPUT=V1,V2,..., got '{text}'")
+    raw: Any = rest.split(":") if ":" in rest else {"values": rest.split(",")}
+    return name.strip(), _sweep_values(here, spec, name.strip(), raw, points)
+
+
+# ----------------------------------------------------------------------------- plan:
+
+def plan_block(where: Fields, data: Mapping, spec: Spec) -> PlanOptions:
+    """The file's ``plan:`` block (``spec``: the file's priors, known by now)."""
+    if "plan" not in data:
+        return PlanOptions()
+    return _plan(where, data, spec, {})
+
+
+def plan_options(spec: Spec, *, deadline_days: Any = None, prob: Any = None, gpus: Any = None,
+                 budget_hours: Any = None, budget_usd: Any = None) -> PlanOptions:
+    """The spec's plan options, with the command line's values (numbers or their text, ``2M``; None: the
+    file's)."""
+    cli = {"deadline_days": deadline_days, "prob": prob, "gpus": gpus, "budget_hours": budget_hours,
+           "budget_usd": budget_usd}
+    if all(v is None for v in cli.values()):
+        return spec.plan
+    return _plan(Fields(spec.path), {"plan": spec.plan.written}, spec, cli)
+
+
+def _plan(where: Fields, parent: Mapping, spec: Spec, cli: Mapping[str, Any]) -> PlanOptions:
+    node = parent.get("plan")
+    node = {} if node is None else node
+    if not isinstance(node, Mapping):
+        raise where.error(f"expected a mapping ({', '.join(PLAN_KEYS)})", parent, "plan", "plan")
+    where.keys(node, PLAN_KEYS, "plan")
+    vals: dict[str, Any] = {}
+    for k in PLAN_KEYS:
+        from_cli = cli.get(k) is not None
+        v = cli[k] if from_cli else node.get(k)
+        if v is None:
+            continue
+        here = Fields(where.path, field=f"--{k.replace('_', '-')}") if from_cli else where.at(node, k, f"plan.{k}")
+        x = parse_number(v)
+        if x is None or x <= 0:
+            raise here.error(f"expected a number > 0, got {v!r}")
+        if k == "prob" and not x < 1:
+            raise here.error(f"expected a probability strictly between 0 and 1, got {v!r}")
+        if k == "gpus":
+            if x != int(x):
+                raise here.error(f"expected a whole number of accelerators, got {v!r}")
+            x = int(x)
+        vals[k] = x
+    if "budget_usd" in vals and "price" not in spec.priors:
+        here = Fields(where.path, field="--budget-usd") if cli.get("budget_usd") is not None \
+            else where.at(node, "budget_usd", "plan.budget_usd")
+        raise here.error("a dollar budget needs a `price` prior (USD per accelerator-hour) in the file")
+    return PlanOptions(**vals, written=plain(parent.get("plan")))

@@ -1,0 +1,147 @@
+"""The validated spec as frozen values, and the tables that say what a prior file may name. Plain Python."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from mcflops.priors.dist import Dist
+from mcflops.spec.resolved import resolved_dict
+
+# Inputs of the compute model: (lower, upper, open_lower) domain, unit, meaning.
+INPUTS: dict[str, tuple[float, float, str, str]] = {
+    "params": (0.0, math.inf, "parameters", "N, parameters (active parameters for MoE)"),
+    "tokens": (0.0, math.inf, "tokens", "D, training tokens"),
+    "mfu": (0.0, 1.0, "fraction", "model FLOPs utilization while training"),
+    "goodput": (0.0, 1.0, "fraction", "share of wall-clock time spent on useful training"),
+    "peak_flops": (0.0, math.inf, "FLOP/s", "dense peak FLOP/s per accelerator"),
+    "price": (0.0, math.inf, "USD/accelerator-hour", "price per accelerator-hour"),
+    "power": (0.0, math.inf, "W", "average power per accelerator"),
+    "pue": (1.0, math.inf, "ratio", "datacenter power usage effectiveness"),
+}
+OUTPUTS: dict[str, tuple[str, str]] = {
+    "flops": ("FLOP", "training FLOPs"),
+    "gpu_hours": ("accelerator-hours", "accelerator-hours (GPU- or chip-hours)"),
+    "wall_days": ("days", "wall-clock days on hardware.count accelerators"),
+    "cost": ("USD", "cost at the price prior"),
+    "energy_mwh": ("MWh", "energy at the power (default TDP) and PUE priors"),
+}
+CONVENTIONS = ("6nd", "palm", "megatron")
+MAX_SAMPLES = 10**10
+SOBOL_BASE = 1 << 16  # default base draws N; a Saltelli pass evaluates the model N (p + 2) times
+SWEEP_POINTS = 16
+
+
+@dataclass(frozen=True)
+class Hardware:
+    accelerator: str | None
+    precision: str
+    count: int | None
+    peak_flops: float | None  # from the catalogue; None when a peak_flops prior is given instead
+    tdp_w: float | None
+
+
+@dataclass(frozen=True)
+class Architecture:
+    layers: int
+    d_model: int
+    heads: int
+    seq_len: int
+    vocab: int
+    ffn: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    name: str
+    noise: str  # "lognormal" | "normal" | "between"
+    value: float | None  # the published figure (None for `between`)
+    scale: float | None  # sigma of log (lognormal) or sd (normal)
+    low: float | None = None
+    high: float | None = None
+    source: str | None = None
+    line: int | None = None
+
+
+# `written`: the block as the file gave it, in plain data (None: not in the file). resolved_dict writes it
+# back, so that a file's resolved form and its hash keep the user's spelling (1M, a spearman, a [low, high]
+# sweep); the command line's overrides leave it alone (they are not in the file).
+
+@dataclass(frozen=True)
+class SensitivityOptions:
+    """The ``sensitivity:`` block: which output to analyse, Sobol base draws, sweep grids."""
+
+    output: str = "gpu_hours"
+    sobol_samples: int = SOBOL_BASE
+    points: int = SWEEP_POINTS
+    sweeps: tuple[tuple[str, tuple[float, ...]], ...] = ()  # (input, grid values)
+    written: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """The ``plan:`` block: the planning questions and the probability their answers hold with."""
+
+    deadline_days: float | None = None
+    prob: float = 0.9
+    gpus: int | None = None  # default: hardware.count
+    budget_hours: float | None = None
+    budget_usd: float | None = None
+    written: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """One entry of ``correlations:``: the normal-score correlation of two uncertain inputs."""
+
+    a: str
+    b: str
+    rho: float  # normal-score correlation (a spearman: converted)
+    source: str | None = None
+    written: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A prior file, every block validated: what a run, an analysis and a plan read."""
+
+    name: str
+    description: str
+    seed: int
+    samples: int
+    hardware: Hardware
+    flops: str
+    architecture: Architecture | None
+    priors: Mapping[str, Dist]
+    observe: Mapping[str, Observation]
+    sensitivity: SensitivityOptions = field(default_factory=SensitivityOptions)
+    correlations: tuple[Correlation, ...] = ()
+    plan: PlanOptions = field(default_factory=PlanOptions)
+    path: str | None = None
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The outputs this spec can compute (cost needs a price, days a count, energy a power)."""
+        out = ["flops", "gpu_hours"]
+        if self.hardware.count:
+            out.append("wall_days")
+        if "price" in self.priors:
+            out.append("cost")
+        if "power" in self.priors:
+            out.append("energy_mwh")
+        return tuple(out)
+
+    @property
+    def uncertain(self) -> tuple[str, ...]:
+        """Inputs that are not point masses, in file order."""
+        return tuple(n for n, d in self.priors.items() if d.family != "point")
+
+    def digest(self) -> str:
+        """A hash of the resolved spec (seed and samples included): what made an output."""
+        blob = json.dumps(resolved_dict(self), sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
