@@ -363,7 +363,7 @@ def mutated_extras(draw):
 @settings(max_examples=150, **SETTINGS)
 @given(mutated_extras())
 def test_invalid_extra_blocks_raise_spec_error_only(d):
-    from mcflops.cli.sens import validate_extras
+    from mcflops.cli.validate import validate_extras
 
     try:
         validate_extras(load_spec(d, path="mutant.yaml"))

@@ -1,4 +1,4 @@
-"""Calibration (mcflops/calibrate.py, mcflops/derived.py): the model recovers known parameters from
+"""Calibration (mcflops/calibration/, mcflops/priors/calibrated.py): the model recovers known parameters from
 synthetic runs, leave-one-out really leaves a run out, the shipped fit matches the shipped data, and
 `mfu: {calibrated: ...}` gives the fit's posterior predictive as a prior."""
 
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from ruamel.yaml import YAML
 
-from mcflops.calibration import fit as cal
+from mcflops import calibration as cal
+from mcflops.calibration.model import ALPHA_SD, BETA_SD, SIGMA_REPORTED
 from mcflops.priors import calibrated as derived
 from mcflops.priors import table
 from mcflops.errors import SpecError
@@ -37,7 +38,7 @@ def _synthetic_runs(seed=3, n=40):
     x = derived.covariates(REDUCED.covariates, params, peak, np.zeros(n))
     logit = TRUTH["alpha"] + x @ TRUTH["beta"] + np.array([TRUTH["a_org"][o] for o in orgs])
     log_u = -np.logaddexp(0.0, -(logit + TRUTH["tau"] * rng.standard_normal(n)))
-    sigma = np.array([TRUTH["sigma"].get(k, cal.SIGMA_REPORTED) for k in kinds])
+    sigma = np.array([TRUTH["sigma"].get(k, SIGMA_REPORTED) for k in kinds])
     hours = np.exp(np.log(6 * params * tokens / (peak * 3600)) - log_u + sigma * rng.standard_normal(n))
     hours[0] *= CORRUPT
     return cal.runs_from_records([{"id": f"s{i}", "org": orgs[i], "moe": False, "params_active": params[i],
@@ -65,8 +66,8 @@ def test_recovers_known_parameters_when_the_corrupt_run_is_left_out(synthetic_lo
     for name, (draws, truth) in checks.items():
         z = (draws.mean() - truth) / draws.std()
         assert abs(z) < 3.3, (name, draws.mean(), draws.std(), truth)
-    assert d["alpha"].std() < 0.5 * cal.ALPHA_SD
-    assert np.all(d["beta"].std(axis=0) < 0.5 * cal.BETA_SD)
+    assert d["alpha"].std() < 0.5 * ALPHA_SD
+    assert np.all(d["beta"].std(axis=0) < 0.5 * BETA_SD)
     assert loo.fits[0].max_r_hat() < 1.05
 
 
@@ -217,10 +218,8 @@ def test_cli_writes_json_figure_and_fit(tmp_path, monkeypatch, capsys):
             "loo": {**metrics, "rows": [row], "targets": {k: {"target": "x", "met": True}
                                                           for k in terminal_calibrate.TARGETS}}}
 
-    def fake(args):
-        from mcflops.plots.calibration import loo_plot
-
-        return data, {"calibration.png": lambda p: loo_plot([row], p, metrics)}, {"schema": "calibration_fit_v1"}
+    def fake(args):  # calibration.png is drawn from data["loo"]
+        return data, {"schema": "calibration_fit_v1"}
 
     monkeypatch.setattr(terminal_calibrate, "compute", fake)
     monkeypatch.setattr(terminal_calibrate, "fit_path", lambda: tmp_path / "fit.json")

@@ -1,0 +1,35 @@
+"""`mcflops validate` (each prior file checked, one line of what it resolves to) and `mcflops schema`
+(the JSON Schema of prior files, for editors). Neither samples: no JAX."""
+
+from __future__ import annotations
+
+import json
+
+
+def command(args) -> int:
+    if args.command == "schema":
+        from mcflops.spec.schema import json_schema
+
+        print(json.dumps(json_schema(), indent=2))
+        return 0
+    from mcflops.spec.load import load_spec
+
+    for f in args.file:
+        spec = load_spec(f)
+        validate_extras(spec)
+        print(f"{f}: ok: {spec.name}, {len(spec.uncertain)} uncertain inputs "
+              f"({', '.join(spec.uncertain)}), observes {', '.join(spec.observe) or 'nothing'}")
+    return 0
+
+
+def validate_extras(spec) -> None:
+    """Check the blocks the analyses read (sensitivity, correlations, plan) eagerly, for `mcflops validate`."""
+    from mcflops.model import copula
+    from mcflops.analysis import plan
+    from mcflops.analysis import sensitivity
+
+    sensitivity.options(spec)
+    pairs = copula.parse(spec)
+    if pairs:
+        copula.matrix(spec, pairs)
+    plan.options(spec)
