@@ -56,8 +56,8 @@ def show_sensitivity(con, d: dict[str, Any]) -> None:
     con.print(f"[bold]{d.get('name', '')}[/bold]  sensitivity of {out}  [dim](seed {d.get('seed')})[/dim]\n")
     others = "the others at their medians given it" if t.get("conditional") else "the others at their medians"
     tt = table(f"Tornado: {out} with one input at its p5 / p95, {others} "
-                f"(all at medians: {fmt(t['base'])})", ["input", "input p5", "input p95", f"{out} at p5",
-                                                         f"{out} at p95", "swing"])
+               f"(all at medians: {fmt(t['base'])})", ["input", "input p5", "input p95", f"{out} at p5",
+                                                        f"{out} at p95", "swing"])
     for b in t["inputs"]:
         tt.add_row(b["input"], fmt(b["input_p5"]), fmt(b["input_p95"]), fmt(b["at_p5"]), fmt(b["at_p95"]),
                    f"{100 * b['swing_rel']:.1f}%")
@@ -67,7 +67,7 @@ def show_sensitivity(con, d: dict[str, Any]) -> None:
     if d.get("sobol"):
         info = d.get("sobol_info", {})
         st = table(f"Sobol indices ({info.get('base_samples', 0):,} base draws; ± one standard error)",
-                    ["input", f"first (log {out})", f"total (log {out})", f"first ({out})", f"total ({out})"])
+                   ["input", f"first (log {out})", f"total (log {out})", f"first ({out})", f"total ({out})"])
         lin = d.get("sobol_linear", {})
         for n, s in sorted(d["sobol"].items(), key=lambda kv: -kv[1]["total"]):
             row = [f"{s['first']:.3f} ± {s['first_se']:.3f}", f"{s['total']:.3f} ± {s['total_se']:.3f}"]
@@ -96,7 +96,7 @@ def show_sensitivity(con, d: dict[str, Any]) -> None:
     for name, sw in (d.get("sweeps") or {}).items():
         given = ", drawn given each value" if sw.get("conditional") else ""
         wt = table(f"Sweep of {name} ({sw['samples']:,} draws of the other inputs{given}, the same at every value)",
-                    [name, "p5", "p25", "p50", "p75", "p95", "p50 vs first"])
+                   [name, "p5", "p25", "p50", "p75", "p95", "p50 vs first"])
         for i, v in enumerate(sw["values"]):
             wt.add_row(unpadded(v), *(fmt(sw[k][i]) for k in ("p5", "p25", "p50", "p75", "p95")),
                        f"x{sw['p50_vs_first'][i]:.4g}")
