@@ -62,14 +62,15 @@ class Result:
         if self.notes:
             d["notes"] = self.notes
         d["timings"] = self.timings
-        return _jsonable(d)
+        return jsonable(d)
 
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
+    """``x`` in plain JSON types (str keys, lists, Python numbers; NaN and inf become None)."""
     if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, (np.floating, float)):
         v = float(x)
         return v if math.isfinite(v) else None

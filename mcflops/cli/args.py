@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _sens_parsers(sub, common) -> None:
-    """`sensitivity`, `plan` and `compare` (issue 4)."""
+    """`sensitivity`, `plan` and `compare`."""
     out_help = "also write <command>.json and the figures (PNG) into this folder (created if missing)"
     se = sub.add_parser("sensitivity", help="what moves the estimate: tornado, Sobol and Shapley indices, "
                         "correlations, sweeps",

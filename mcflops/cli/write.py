@@ -1,7 +1,9 @@
-"""mcflops command line, part two: the output folder of `run` and the files of the other commands.
+"""Every file mcflops writes, and the only place that writes them.
 
-A run's files go to a temporary folder that is swapped into place (never half-written); single files
-are written beside their target and renamed. ``cli`` calls these; no other layer writes files.
+A run's folder is built in a temporary folder that is swapped into place (never half-written); a
+single file (a command's JSON, a figure, the shipped fit, a re-rendered report) is written beside its
+target and renamed. What a run folder holds is decided here, before anything is written: a file whose
+library is missing is left out, and the note that says so goes into summary.json.
 """
 
 from __future__ import annotations
@@ -12,15 +14,19 @@ import shutil
 import signal
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from mcflops.errors import SpecError
 
-_WRITTEN: list[str] = []  # folders swapped into place by this process (for the Ctrl-C message)
+WRITTEN: list[str] = []  # folders swapped into place by this process (for the Ctrl-C message)
 REPORT_MARKER = "summary.json"  # a folder holding this is a report that `run` may replace
+NETCDF_MISSING = "posterior.nc not written: install h5netcdf (pip install 'mcflops[full]')"
+FIGURES_MISSING = "posterior figures not drawn: install matplotlib (pip install 'mcflops[full]')"
+
+Writer = Callable[[Path], Any]  # writes its file(s) into the folder it is given
 
 
-def _check_out(out: Path) -> None:
+def check_out(out: Path) -> None:
     """Refuse an output folder that `run` must not replace: a file, or a folder that is not a report.
 
     `run` replaces its output folder as a whole, so `--out .` or `--out ~/data` would delete what is
@@ -43,13 +49,41 @@ def _check_out(out: Path) -> None:
             break
 
 
-def write_run(out: Path, res, data: dict[str, Any], hooks: list | None = None) -> None:
+def run_files(res) -> tuple[list[Writer], list[str]]:
+    """What a run folder holds beyond summary.json, spec.resolved.yaml and the report: posterior.nc and
+    the posterior figures when there is a posterior, the sensitivity figures when there is an analysis.
+    Returns the writers and a note for each file left out because its library is missing (the
+    sensitivity figures go silently: the tables in summary.json and the report carry the same numbers)."""
+    from mcflops.cli import figures
+    from mcflops.inference import netcdf
+
+    writers: list[Writer] = []
+    notes: list[str] = []
+    digest = res.spec.digest()
+    if res.posterior:
+        if netcdf.available():
+            writers.append(lambda folder: netcdf.write_netcdf(res, folder / "posterior.nc"))
+        else:
+            notes.append(NETCDF_MISSING)
+        if figures.can_draw():
+            writers.append(lambda folder: figures.draw(folder, figures.posterior(res), digest))
+        else:
+            notes.append(FIGURES_MISSING)
+    if res.sensitivity and figures.can_draw():
+        writers.append(lambda folder: figures.draw(folder, figures.sensitivity(res.sensitivity), digest))
+    return writers, notes
+
+
+def write_run(out: Path, res, data: dict[str, Any]) -> None:
     """Write the run's files into a temporary folder, then swap it into place: never half-written.
 
-    ``hooks`` (default ``_OUTPUT_HOOKS``) add files after summary.json and spec.resolved.yaml."""
+    ``data`` is summary.json's content; the notes of files left out (``run_files``) are added to it."""
     from mcflops.spec import resolved_dict
 
-    _check_out(out)
+    check_out(out)
+    writers, notes = run_files(res)
+    if notes:
+        data["notes"] = [*data.get("notes", []), *notes]
     out = out.resolve()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -59,10 +93,10 @@ def write_run(out: Path, res, data: dict[str, Any], hooks: list | None = None) -
     try:
         (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n")
         _write_yaml(tmp / "spec.resolved.yaml", resolved_dict(res.spec), provenance=data)
-        for hook in _OUTPUT_HOOKS if hooks is None else hooks:
-            hook(tmp, res, data)
-        _write_report(tmp, res, out)  # last: it embeds the figures the hooks wrote
-        _swap(tmp, out)
+        for write in writers:
+            write(tmp)
+        _write_report(tmp, res, data, out)  # last: it embeds the figures written before it
+        swap(tmp, out)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise SpecError(f"cannot write {e.filename or 'the report'}: {e.strerror}", path=str(out),
@@ -72,10 +106,58 @@ def write_run(out: Path, res, data: dict[str, Any], hooks: list | None = None) -
         raise
 
 
-_OUTPUT_HOOKS: list = []  # callables (folder, result, summary) -> None that add files (plots, posterior.nc)
+def _write_report(folder: Path, res, data: dict[str, Any], out: Path) -> None:
+    """The headline figure (when matplotlib is there), then report.md and report.html from the folder's files."""
+    from mcflops.cli import figures
+    from mcflops.report import render
+
+    if figures.can_draw():  # without matplotlib the report goes without its headline figure
+        figures.draw(folder, figures.headline(res, data), res.spec.digest())
+    for name, text in render(folder, label=label(out)).items():
+        (folder / name).write_text(text, encoding="utf-8")
 
 
-def _replace_file(path: Path, write) -> None:
+def write_outputs(out: Path, name: str, data: Mapping[str, Any], figures: Mapping[str, Writer],
+                  where: str | None = None) -> None:
+    """The --out files of sensitivity, plan, compare and calibrate: ``name`` (``data`` as JSON), then the
+    figures (left out without matplotlib); the folder is created if missing and each file replaced
+    atomically. An error names ``where`` (default: the file that failed, else the folder)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        replace_file(out / name, lambda p: p.write_text(json.dumps(data, indent=2) + "\n"))
+        for fig, draw in figures.items():
+            try:
+                replace_file(out / fig, draw)
+            except ImportError:  # no matplotlib: JSON only
+                break
+    except OSError as e:
+        raise _cannot_write(e, where or str(e.filename or out)) from None
+
+
+def write_fit(path: Path, fit: Mapping[str, Any], where: Path) -> None:
+    """The calibration fit as compact JSON (`calibrate --write`), replaced atomically."""
+    try:
+        replace_file(path, lambda p: p.write_text(json.dumps(fit, separators=(",", ":")) + "\n"))
+    except OSError as e:
+        raise _cannot_write(e, str(e.filename or where)) from None
+
+
+def _cannot_write(e: OSError, where: str) -> SpecError:
+    return SpecError(f"cannot write: {e.strerror}", path=where, field="--out")
+
+
+def rerender_report(folder: Path, where: str) -> None:
+    """report.md and report.html of a run folder again, from its files (each replaced atomically)."""
+    from mcflops.report import render
+
+    for name, text in render(folder, label=label(folder)).items():
+        try:
+            replace_file(folder / name, lambda p, text=text: p.write_text(text, encoding="utf-8"))
+        except OSError as e:
+            raise SpecError(f"cannot write {name}: {e.strerror}", path=where) from None
+
+
+def replace_file(path: Path, write: Writer) -> None:
     """Write via a temporary file in the same folder, then rename: a file is never half-written."""
     tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
     try:
@@ -85,54 +167,7 @@ def _replace_file(path: Path, write) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _sensitivity_figures(folder: Path, res, data) -> None:
-    """tornado.png, sobol.png and sweep_<input>.png in a run folder (issue 4); skipped without matplotlib."""
-    if res.sensitivity:
-        try:
-            from mcflops.plots.sensitivity import run_figures
-
-            run_figures(folder, res.sensitivity, spec_hash=res.spec.digest())
-        except ImportError:
-            pass
-
-
-_OUTPUT_HOOKS.append(_sensitivity_figures)
-
-
-def _posterior_files(folder: Path, res, data) -> None:
-    """posterior.nc (ArviZ) and the posterior figures (issue 3); each skipped with a note when its library is missing."""
-    if res.posterior:
-        from mcflops.plots.posterior import output_hook as figures
-        from mcflops.inference.netcdf import output_hook as netcdf
-
-        netcdf(folder, res, data)
-        figures(folder, res, data)
-
-
-_OUTPUT_HOOKS.append(_posterior_files)
-
-
-def _write_report(folder: Path, res, out: Path) -> None:
-    """The headline figure (when matplotlib is there), then report.md and report.html from the folder's files."""
-    from mcflops.report import HEADLINE_FIGURE, render
-
-    draws = (res.draws or {}).get("gpu_hours")
-    if draws is not None:
-        try:
-            from mcflops.plots.report import headline
-            from mcflops.plots.style import provenance
-
-            summary = json.loads((folder / "summary.json").read_text())
-            with provenance(res.spec.digest()):  # the PNG's metadata names the run's spec hash
-                headline(folder / HEADLINE_FIGURE, summary, draws, (res.posterior_draws or {}).get("gpu_hours"),
-                         res.spec.hardware.count)
-        except ImportError:  # no matplotlib: the report goes without its headline figure
-            pass
-    for name, text in render(folder, label=_label(out)).items():
-        (folder / name).write_text(text, encoding="utf-8")
-
-
-def _label(folder: Path) -> str:
+def label(folder: Path) -> str:
     """How the report names its folder in the regenerate command: relative to the working folder if inside it."""
     p = Path(folder).resolve()
     try:
@@ -141,8 +176,7 @@ def _label(folder: Path) -> str:
         return str(p)
 
 
-
-def _swap(tmp: Path, out: Path) -> None:
+def swap(tmp: Path, out: Path) -> None:
     """Put the finished folder in place with two renames, Ctrl-C held off until both are done.
 
     If the second rename fails the previous report is moved back: the folder is always either the
@@ -160,7 +194,7 @@ def _swap(tmp: Path, out: Path) -> None:
             if old is not None:
                 os.replace(old, out)
             raise
-        _WRITTEN.append(str(out))
+        WRITTEN.append(str(out))
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     finally:

@@ -1,12 +1,11 @@
 """Sensitivity and planning figures: tornado, Sobol bars, sweep fan chart, plan curve, compare ratio.
 
-Each function takes plain data (the dicts of sensitivity.py and plan.py, as in summary.json), draws
+Each function takes plain data (the dicts of analysis.sensitivity and analysis.plan, as in summary.json), draws
 one PNG at ``path`` and returns the path; titles state the finding.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -159,20 +158,3 @@ def compare_ratio(path, cmp: Mapping[str, Any]) -> str:
     else:
         ax.set_title(f"B / A = {r['p50']:.4g} for every draw (the files differ only by a constant factor)")
     return style.save(fig, path)
-
-
-def run_figures(folder, sens: Mapping[str, Any] | None, spec_hash: str | None = None) -> list[str]:
-    """The sensitivity figures of a run: tornado.png, sobol.png, sweep_<input>.png; each PNG records
-    ``spec_hash`` (Spec.digest()) in its metadata when given (see style.provenance)."""
-    if not sens:
-        return []
-    folder = Path(folder)
-    out = []
-    with style.provenance(spec_hash):
-        if sens.get("tornado", {}).get("inputs"):
-            out.append(tornado(folder / "tornado.png", sens))
-        if sens.get("sobol"):
-            out.append(sobol_bars(folder / "sobol.png", sens))
-        for name, sw in (sens.get("sweeps") or {}).items():
-            out.append(sweep_fan(folder / f"sweep_{name}.png", sw))
-    return out

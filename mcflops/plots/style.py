@@ -16,7 +16,7 @@ OBSERVED = "#222222"  # the published figure itself
 ACCENT = "#2a9d8f"
 WIDTH_IN = 7.0  # page width in inches; figures are made at this width and 150 dpi
 DPI = 150
-PNG_COMPRESS = 3  # zlib level (savefig's is 6); with RGB instead of RGBA: encoding ~2x faster, files ~5% smaller
+PNG_COMPRESS = 3  # zlib level (savefig's is 6): with RGB instead of RGBA, faster to encode and smaller
 SPEC_KEY = "mcflops spec"  # PNG text chunk holding the run's spec hash (Spec.digest())
 VERSION_KEY = "mcflops version"
 RC = {"font.size": 9.5, "axes.spines.top": False, "axes.spines.right": False,
@@ -96,7 +96,7 @@ def _write_png(fig, path, meta: dict[str, str]) -> None:
 
 def _watch_best_legends(fig) -> dict:
     """Legends at loc="best" score 9 positions against every plotted point, 4 times in a savefig
-    (~25 ms each for the ridge's 8,000 points). Record the position each scoring picks, so that save()
+    (slow for the ridge's thousands of points). Record the position each scoring picks, so that save()
     can score once at the final layout and pin the winner (Legend.set_loc) for the draw: the same
     place. Uses matplotlib internals (Legend._find_best_position, _get_anchored_bbox); when they
     change, the legend stays at "best"."""

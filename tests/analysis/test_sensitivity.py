@@ -424,7 +424,7 @@ def test_analyze_with_correlations_reports_shapley(key):
     assert s["shapley_info"]["correlated"] and s["tornado"]["conditional"] and s["sweeps"]["tokens"]["conditional"]
     assert {b["input"] for b in s["tornado"]["inputs"]} == {"params", "tokens", "peak_flops"}
     assert any("Shapley" in n for n in s["notes"])
-    from mcflops.cli.sens import brief_lines
+    from mcflops.cli.sensitivity import brief_lines
 
     line = brief_lines(s)[-1]  # `mcflops run`: the Shapley line stands in for the withheld Sobol line
     assert line.startswith("Shapley effects (share of Var log gpu_hours, correlated inputs): ")

@@ -1,17 +1,19 @@
-"""Calibration (mcflops/calibrate.py, mcflops/derived.py): the model recovers known parameters from
+"""Calibration (mcflops/calibration/, mcflops/priors/calibrated.py): the model recovers known parameters from
 synthetic runs, leave-one-out really leaves a run out, the shipped fit matches the shipped data, and
 `mfu: {calibrated: ...}` gives the fit's posterior predictive as a prior."""
 
 import hashlib
 import json
 import math
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 from ruamel.yaml import YAML
 
-from mcflops.calibration import fit as cal
+from mcflops import calibration as cal
+from mcflops.calibration.model import ALPHA_SD, BETA_SD, SIGMA_REPORTED
 from mcflops.priors import calibrated as derived
 from mcflops.priors import table
 from mcflops.errors import SpecError
@@ -25,7 +27,7 @@ CORRUPT = math.exp(2.5)  # run 0's published hours are 12x its true hours
 
 
 def _synthetic_runs(seed=3, n=40):
-    """Runs drawn from the model at TRUTH (the generative story of calibrate.py's docstring)."""
+    """Runs drawn from the model at TRUTH (the generative story of calibration/model.py's docstring)."""
     rng = np.random.default_rng(seed)
     accs = rng.choice(["a100", "h100-sxm", "v100", "tpu-v4"], n)
     orgs = rng.choice(list(TRUTH["a_org"]), n)
@@ -37,7 +39,7 @@ def _synthetic_runs(seed=3, n=40):
     x = derived.covariates(REDUCED.covariates, params, peak, np.zeros(n))
     logit = TRUTH["alpha"] + x @ TRUTH["beta"] + np.array([TRUTH["a_org"][o] for o in orgs])
     log_u = -np.logaddexp(0.0, -(logit + TRUTH["tau"] * rng.standard_normal(n)))
-    sigma = np.array([TRUTH["sigma"].get(k, cal.SIGMA_REPORTED) for k in kinds])
+    sigma = np.array([TRUTH["sigma"].get(k, SIGMA_REPORTED) for k in kinds])
     hours = np.exp(np.log(6 * params * tokens / (peak * 3600)) - log_u + sigma * rng.standard_normal(n))
     hours[0] *= CORRUPT
     return cal.runs_from_records([{"id": f"s{i}", "org": orgs[i], "moe": False, "params_active": params[i],
@@ -65,8 +67,8 @@ def test_recovers_known_parameters_when_the_corrupt_run_is_left_out(synthetic_lo
     for name, (draws, truth) in checks.items():
         z = (draws.mean() - truth) / draws.std()
         assert abs(z) < 3.3, (name, draws.mean(), draws.std(), truth)
-    assert d["alpha"].std() < 0.5 * cal.ALPHA_SD
-    assert np.all(d["beta"].std(axis=0) < 0.5 * cal.BETA_SD)
+    assert d["alpha"].std() < 0.5 * ALPHA_SD
+    assert np.all(d["beta"].std(axis=0) < 0.5 * BETA_SD)
     assert loo.fits[0].max_r_hat() < 1.05
 
 
@@ -201,10 +203,20 @@ def test_table_dist_is_exact_at_its_knots():
     assert table.table_dist(p, np.full(p.size, 0.9)).family == "point"
 
 
+def test_write_regenerates_the_fit_calibrated_priors_read():
+    """`calibrate --write` replaces the file priors.calibrated.load_fit reads, inside the package."""
+    import importlib.resources
+
+    from mcflops.cli.calibrate import fit_path
+
+    shipped = importlib.resources.files("mcflops").joinpath("data", derived.FIT_FILE)
+    assert fit_path() == Path(str(shipped)) and fit_path().is_file()
+
+
 def test_cli_writes_json_figure_and_fit(tmp_path, monkeypatch, capsys):
     """The CLI plumbing (files, --write, the table) with the fitting replaced by canned data."""
     from mcflops import cli
-    from mcflops.cli import calibrate as terminal_calibrate
+    from mcflops.cli import calibrate as calibrate_command
 
     row = {"id": "r1", "kind": "reported", "published": 1e6, "p5": 8e5, "p50": 1.1e6, "p95": 1.5e6,
            "covered": True, "abs_log_error": 0.095, "width": 1.9, "divergences": 0, "max_r_hat": 1.0}
@@ -215,15 +227,13 @@ def test_cli_writes_json_figure_and_fit(tmp_path, monkeypatch, capsys):
             "posterior": {"a_acc[hopper]": {"mean": 0.1, "sd": 0.1, "p5": 0, "p95": 0.2, "r_hat": 1.0, "ess": 400}},
             "population": [{"accelerator": "a100", "params": 7e9, "p5": 0.2, "p50": 0.3, "p95": 0.4}],
             "loo": {**metrics, "rows": [row], "targets": {k: {"target": "x", "met": True}
-                                                          for k in terminal_calibrate.TARGETS}}}
+                                                          for k in calibrate_command.TARGETS}}}
 
-    def fake(args):
-        from mcflops.plots.calibration import loo_plot
+    def fake(args):  # calibration.png is drawn from data["loo"]
+        return data, {"schema": "calibration_fit_v1"}
 
-        return data, {"calibration.png": lambda p: loo_plot([row], p, metrics)}, {"schema": "calibration_fit_v1"}
-
-    monkeypatch.setattr(terminal_calibrate, "compute", fake)
-    monkeypatch.setattr(terminal_calibrate, "fit_path", lambda: tmp_path / "fit.json")
+    monkeypatch.setattr(calibrate_command, "compute", fake)
+    monkeypatch.setattr(calibrate_command, "fit_path", lambda: tmp_path / "fit.json")
     assert cli.main(["calibrate", "--write", "--out", str(tmp_path / "out")]) == 0
     assert json.loads((tmp_path / "out" / "calibration.json").read_text())["loo"]["coverage_90"] == 1.0
     assert (tmp_path / "out" / "calibration.png").stat().st_size > 10_000

@@ -38,13 +38,13 @@ def _as_process(monkeypatch, module, name: str, index: int, count: int = 2) -> N
 
 
 def _calibrate_canned(monkeypatch, tmp_path):
-    from mcflops.cli import calibrate as terminal_calibrate
+    from mcflops.cli import calibrate as calibrate_command
 
     data = {"seed": 0, "runs": 0, "fit_id": "x", "config": {}, "fit_seconds": 1.0, "divergences": 0,
             "max_r_hat": 1.0, "min_ess": 500.0, "posterior": {}, "population": []}
-    monkeypatch.setattr(terminal_calibrate, "compute", lambda args: (data, {}, {"schema": "calibration_fit_v1"}))
-    monkeypatch.setattr(terminal_calibrate, "fit_path", lambda: tmp_path / "fit.json")
-    return terminal_calibrate
+    monkeypatch.setattr(calibrate_command, "compute", lambda args: (data, {"schema": "calibration_fit_v1"}))
+    monkeypatch.setattr(calibrate_command, "fit_path", lambda: tmp_path / "fit.json")
+    return calibrate_command
 
 
 @pytest.mark.parametrize("command", ["run", "sample", "plan", "calibrate"])
@@ -55,9 +55,9 @@ def test_other_hosts_write_and_print_nothing(command, tmp_path, monkeypatch, cap
         _as_process(monkeypatch, _calibrate_canned(monkeypatch, tmp_path), "compute", index=1)
         argv = ["calibrate", "--write", "--out", out, "--no-loo"]
     elif command == "plan":
-        from mcflops.cli import sens as terminal_sens
+        from mcflops.cli import plan as plan_command
 
-        _as_process(monkeypatch, terminal_sens, "compute", index=1)
+        _as_process(monkeypatch, plan_command, "compute", index=1)
         argv = ["plan", OK, "--deadline-days", "60", "--out", out]
     else:
         _as_process(monkeypatch, api, "run", index=1)

@@ -101,11 +101,12 @@ def test_failure_while_writing_keeps_the_previous_report(failure, code, message,
     out = previous_report(tmp_path)
     before = tree(tmp_path)
 
-    def hook(folder, result, summary):  # runs inside the temporary folder, after the first files
+    def hook(folder):  # runs inside the temporary folder, after the first files
         assert (folder / "summary.json").exists() and folder.parent == out.parent
         raise failure
 
-    monkeypatch.setattr(write, "_OUTPUT_HOOKS", [hook, *write._OUTPUT_HOOKS])  # first: skip the figures
+    run_files = write.run_files
+    monkeypatch.setattr(write, "run_files", lambda res: ([hook, *run_files(res)[0]], []))  # first: skip the figures
     rc = cli.main(["run", str(OK), "--out", str(out), "--quiet"])
     err = capsys.readouterr().err
     assert rc == code
@@ -141,6 +142,6 @@ def test_swap_puts_the_previous_report_back_if_the_second_rename_fails(tmp_path,
 
     monkeypatch.setattr(os, "replace", flaky)
     with pytest.raises(OSError):
-        write._swap(new, out)
+        write.swap(new, out)
     assert tree(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [".report.tmp-x", "report"]

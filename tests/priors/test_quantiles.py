@@ -268,7 +268,7 @@ def test_beta_fit_failure_is_one_line():
 
 @pytest.mark.parametrize("n,chunk", [(10, 1 << 22), (4000, 1 << 22), (4000, 10_000)])
 def test_kde_matches_scipy_gaussian_kde(n, chunk):
-    from mcflops.plots.report import gaussian_kde
+    from mcflops.inference.plotdata import gaussian_kde
 
     rng = np.random.default_rng(n)
     x = np.log(rng.lognormal(17.0, 0.2, n))

@@ -1,4 +1,4 @@
-"""The run's output files, written without the slow paths (issue 6), against the library paths they
+"""The run's output files, written without the slow paths, against the library paths they
 replace: posterior.nc by h5netcdf directly vs ArviZ's DataTree written by xarray; figures through
 matplotlib's Figure API (pinned "best" legends, RGB PNG) vs pyplot-free savefig of the same figure.
 Plus the provenance both now carry: the spec hash and the mcflops version.
@@ -13,8 +13,7 @@ import pytest
 
 import mcflops
 from mcflops.inference import netcdf as posterior_io
-from mcflops.plots import posterior as post_plots
-from mcflops.plots import sensitivity as sens_plots
+from mcflops.cli import figures
 from mcflops.plots import style
 
 xr = pytest.importorskip("xarray")
@@ -92,7 +91,7 @@ def test_netcdf_names_its_run_and_opens_with_arviz(res, tmp_path):
 
 
 def _reference_save(fig, path):
-    """What style.save did before issue 6 (less pyplot): tight layout, then savefig at the house dpi."""
+    """What style.save did before it left pyplot's savefig: tight layout, then savefig at the house dpi."""
     fig.tight_layout()
     fig.savefig(path, dpi=style.DPI)
     return str(path)
@@ -100,7 +99,8 @@ def _reference_save(fig, path):
 
 def _draw_all(res, folder):
     folder.mkdir()
-    return post_plots.figures(folder, res) + sens_plots.run_figures(folder, res.sensitivity)
+    return (figures.draw(folder, figures.posterior(res), res.spec.digest())
+            + figures.draw(folder, figures.sensitivity(res.sensitivity)))
 
 
 def test_figures_have_savefigs_pixels(res, tmp_path, monkeypatch):
@@ -145,11 +145,11 @@ def test_pngs_record_the_spec_hash(res, tmp_path):
     for p in paths:
         info = _png(p)[1]
         assert info["Software"].startswith("Matplotlib version"), p
-        if "sweep" in p or "tornado" in p or "sobol" in p:  # run_figures stamps only when given the hash
+        if "sweep" in p or "tornado" in p or "sobol" in p:  # figures.draw stamps only when given the hash
             assert "mcflops spec" not in info, p
         else:
             assert info["mcflops spec"] == res.spec.digest() and info["mcflops version"] == mcflops.__version__, p
-    tornado = sens_plots.run_figures(tmp_path / "run", res.sensitivity, spec_hash="abc123")[0]
+    tornado = figures.draw(tmp_path / "run", figures.sensitivity(res.sensitivity), spec_hash="abc123")[0]
     assert _png(tornado)[1]["mcflops spec"] == "abc123"
     assert style._stamp == {}  # provenance() restores the previous (empty) stamp
 

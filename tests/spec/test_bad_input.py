@@ -107,7 +107,7 @@ def test_observation_far_outside_the_priors_is_named(case, tmp_path, capsys):
     """30.84M hours with MFU in [0.9, 0.95]: every draw is ~19 sigma away. The likelihood is nowhere zero,
     so the run completes, and says which observation conflicts with which priors; no NaN, no empty posterior."""
     from mcflops import api
-    from mcflops.cli.terminal import print_result
+    from mcflops.cli.run import print_result
 
     h = header(case)
     res = api.run(case, method="is")  # what `mcflops run` computes, without its figures and files

@@ -1,4 +1,4 @@
-"""``mcflops calibrate``: a hierarchical Bayesian model of effective utilization across published runs.
+"""The model ``mcflops calibrate`` fits: effective utilization across published runs, hierarchical.
 
 For run i with N_i (active) parameters, D_i tokens and an accelerator of dense 16-bit peak P_i, the
 published accelerator-hours H_i imply an effective utilization u_i = MFU x goodput through
@@ -9,35 +9,30 @@ H_i = 6 N_i D_i / (P_i u_i 3600) (Kaplan et al. 2020 for 6ND; PaLM App. B for MF
     log H_i    ~ Normal(log(6 N_i D_i / (P_i 3600)) - log u_i - delta [kind_i = throughput], sigma[kind_i])
     upper_bound figures: P(log H_true <= log H_i) (a one-sided, censored likelihood)
 
-- covariates x_i (mcflops/derived.py): log10(N / 1e10), log2(P / 312 TFLOP/s), their product (a small
-  model leaves a fast chip idle more: Llama 3 8B on H100 is at 0.14), and MoE;
+- covariates x_i (mcflops/priors/calibrated.py): log10(N / 1e10), log2(P / 312 TFLOP/s), their product
+  (a small model leaves a fast chip idle more: Llama 3 8B on H100 is at 0.14), and MoE;
 - a_org ~ N(0, tau_org), a_acc ~ N(0, tau_acc): partial pooling over organisations and accelerator
   families (H100 and H800 are one family); an unseen org or family is a new draw from the population;
 - sigma by ``hours_kind``: a model card's figure is tight, a third-party guess loose;
 - ``throughput`` figures (throughput x tokens) exclude downtime, so they imply MFU alone: the offset
   delta = -log(goodput) >= 0 lowers their hours.
 
-NUTS in NumPyro (imported inside the functions; the core layers never need it). Leave-one-out refits
-the model without each run (the held-out run's likelihood weight is 0, so every refit reuses one
-compiled sampler) and predicts its published hours.
+NUTS in NumPyro (imported inside the functions; the core layers never need it). Every parameter has a
+leading fold axis with per-run likelihood weights, so one compiled sampler fits every leave-one-out
+fold (predict.loo) as well as the full data.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.resources
-import json
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
 
 import numpy as np
 
+from mcflops.calibration.runs import KINDS, Runs, load_runs
 from mcflops.priors import calibrated as derived
 
-KINDS = ("reported", "derived", "third_party", "reported_rounded", "reported_informal", "throughput",
-         "upper_bound")
 # Prior scale (half-normal, log hours) of each kind's noise: what a figure of that kind is worth.
 SIGMA_REPORTED = 0.02  # fixed: a stated figure (3-4 significant digits); its scope questions are part of
 # the run-to-run spread tau, from which a separate reporting noise cannot be told apart (the two trade
@@ -52,74 +47,6 @@ ALPHA_MEAN, ALPHA_SD = math.log(0.35 / 0.65), 0.75  # logit u at 10B, A100, dens
 BETA_SD = 0.5  # per decade of N, per doubling of peak, per unit of their product, MoE vs dense
 TAU_SCALE = TAU_ORG_SCALE = TAU_ACC_SCALE = 0.3  # half-normal scales of run, org and family spreads (logit)
 THROUGHPUT_SCALE = 0.15  # half-normal: throughput figures miss ~0-25% downtime
-PROBS = (0.05, 0.5, 0.95)
-
-
-@dataclass(frozen=True)
-class Runs:
-    """Published runs as arrays for the model."""
-
-    ids: tuple[str, ...]
-    orgs: tuple[str, ...]
-    accelerators: tuple[str, ...]
-    kinds: tuple[str, ...]
-    params: np.ndarray  # active parameters
-    moe: np.ndarray  # 0/1
-    log_hours: np.ndarray  # published accelerator-hours (log)
-    log_hours_u1: np.ndarray  # log(6 N D / (P 3600)): the hours at u = 1
-
-    @property
-    def n(self) -> int:
-        return len(self.ids)
-
-    @property
-    def org_names(self) -> tuple[str, ...]:
-        return tuple(sorted(set(self.orgs)))
-
-    @property
-    def family_names(self) -> tuple[str, ...]:
-        return tuple(sorted({derived.accelerator_family(a) for a in self.accelerators}))
-
-    def x(self, names: Sequence[str]) -> np.ndarray:
-        peaks = np.array([derived.peak16(a) for a in self.accelerators])
-        return derived.covariates(names, self.params, peaks, self.moe)
-
-    def index(self) -> dict[str, np.ndarray]:
-        orgs, fams = self.org_names, self.family_names
-        return {"org": np.array([orgs.index(o) for o in self.orgs], np.int32),
-                "fam": np.array([fams.index(derived.accelerator_family(a)) for a in self.accelerators], np.int32),
-                "kind": np.array([KINDS.index(k) for k in self.kinds], np.int32)}
-
-    @property
-    def implied_u(self) -> np.ndarray:
-        return np.exp(self.log_hours_u1 - self.log_hours)
-
-
-def runs_from_records(records: Sequence[dict]) -> Runs:
-    """Runs from mappings with id, org, moe, params_active, tokens, accelerator, hours, hours_kind."""
-    for r in records:
-        if r["hours_kind"] not in KINDS:
-            raise ValueError(f"run {r['id']}: unknown hours_kind {r['hours_kind']!r} (expected one of {KINDS})")
-    peak = np.array([derived.peak16(r["accelerator"]) for r in records])
-    n = np.array([float(r["params_active"]) for r in records])
-    d = np.array([float(r["tokens"]) for r in records])
-    return Runs(ids=tuple(str(r["id"]) for r in records), orgs=tuple(str(r["org"]) for r in records),
-                accelerators=tuple(str(r["accelerator"]) for r in records),
-                kinds=tuple(str(r["hours_kind"]) for r in records), params=n,
-                moe=np.array([float(bool(r.get("moe", False))) for r in records]),
-                log_hours=np.log([float(r["hours"]) for r in records]),
-                log_hours_u1=np.log(6.0 * n * d / (peak * 3600.0)))  # Kaplan et al. 2020: C = 6ND
-
-
-def data_text() -> str:
-    return importlib.resources.files("mcflops").joinpath("data", "published_runs.yaml").read_text("utf-8")
-
-
-def load_runs() -> Runs:
-    """The published runs shipped in mcflops/data/published_runs.yaml."""
-    from ruamel.yaml import YAML
-
-    return runs_from_records(YAML(typ="safe", pure=True).load(data_text())["runs"])
 
 
 @dataclass(frozen=True)
@@ -231,6 +158,10 @@ class Fit:
                               "ess": float(effective_sample_size(x))}
         return out
 
+    def thinned(self, most: int) -> dict[str, np.ndarray]:
+        """Every site's draws, every k-th kept so that at most ``most`` remain."""
+        return {k: thin(v, most) for k, v in self.draws.items()}
+
     def max_r_hat(self) -> float:
         return max((s["r_hat"] for s in self.summary().values() if np.isfinite(s["r_hat"])), default=float("nan"))
 
@@ -284,145 +215,7 @@ def fit(key, runs: Runs | None = None, cfg: Config = Config(), weights: np.ndarr
     return Sampler(runs, cfg).fit(key, None if weights is None else np.asarray(weights, float)[None, :])[0]
 
 
-def _thin(v: np.ndarray, most: int) -> np.ndarray:
+def thin(v: np.ndarray, most: int) -> np.ndarray:
+    """Every k-th row of ``v``, k the smallest step that keeps at most ``most``."""
     step = max(1, math.ceil(v.shape[0] / most))
     return v[::step]
-
-
-def predict_log_u(fit: Fit, i: int, probs=PROBS, most: int = 1000) -> np.ndarray:
-    """Quantiles of the log utilization run i's published figure would imply, from the fit's draws.
-
-    Uses run i's own org and family effects: for a held-out run whose org is in no other run, that
-    effect's posterior is its prior, i.e. a new org drawn from the population.
-    """
-    d = {k: _thin(v, most) for k, v in fit.draws.items()}
-    runs, ix = fit.runs, fit.runs.index()
-    x = runs.x(fit.config.covariates)[i]
-    mean = d["alpha"] + d["beta"] @ x
-    if "a_org" in d:
-        mean = mean + d["a_org"][:, ix["org"][i]]
-    if "a_acc" in d:
-        mean = mean + d["a_acc"][:, ix["fam"][i]]
-    kind = runs.kinds[i]
-    shift = d["throughput_offset"] if kind == "throughput" else np.zeros_like(mean)
-    sigma = d["sigma"][:, KINDS.index(kind)]
-    return derived.log_u_quantiles(mean, d["tau"], shift, sigma, probs)
-
-
-def predict_hours(fit: Fit, i: int, probs=PROBS) -> np.ndarray:
-    """Quantiles of run i's published hours: H = 6ND / (P u 3600), so H's p-quantile uses u's (1 - p)."""
-    q = predict_log_u(fit, i, 1.0 - np.asarray(probs, float))
-    return np.exp(fit.runs.log_hours_u1[i] - q)
-
-
-@dataclass
-class LooRow:
-    id: str
-    kind: str
-    published: float
-    p5: float
-    p50: float
-    p95: float
-    covered: bool
-    abs_log_error: float  # |log(p50 / published)|
-    width: float  # p95 / p5
-    divergences: int  # of the joint run
-    max_r_hat: float
-
-
-@dataclass
-class Loo:
-    rows: list[LooRow]
-    seconds: float
-    fits: list[Fit] = field(default_factory=list, repr=False)  # each fold's posterior (not serialised)
-
-    @property
-    def coverage(self) -> float:
-        return float(np.mean([r.covered for r in self.rows]))
-
-    @property
-    def median_abs_log_error(self) -> float:
-        return float(np.nanmedian([r.abs_log_error for r in self.rows]))
-
-    @property
-    def median_width(self) -> float:
-        return float(np.median([r.width for r in self.rows]))
-
-    def metrics(self) -> dict[str, float]:
-        return {"runs": len(self.rows), "coverage_90": self.coverage,
-                "median_abs_log_error": self.median_abs_log_error,
-                "median_error_pct": 100.0 * math.expm1(self.median_abs_log_error),
-                "median_p95_over_p5": self.median_width, "seconds": self.seconds}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.metrics(), "rows": [r.__dict__ for r in self.rows]}
-
-
-def loo(key, runs: Runs | None = None, cfg: Config = Config(), only: Sequence[int] | None = None) -> Loo:
-    """Exact leave-one-out: refit without each run (its weight 0) and predict its published hours.
-
-    All folds are sampled in one joint NUTS run (see :func:`_model_fn`), so LOO costs a few fits, not 20.
-    """
-    runs = runs or load_runs()
-    which = list(range(runs.n)) if only is None else list(only)
-    w = np.ones((len(which), runs.n))
-    w[np.arange(len(which)), which] = 0.0
-    t0 = time.perf_counter()
-    fits = Sampler(runs, cfg, folds=len(which)).fit(key, w)
-    rows = []
-    for f, i in zip(fits, which):
-        p5, p50, p95 = predict_hours(f, i)
-        pub = float(np.exp(runs.log_hours[i]))
-        bound = runs.kinds[i] == "upper_bound"  # the true hours are below the figure: only p5 can miss
-        rows.append(LooRow(runs.ids[i], runs.kinds[i], pub, float(p5), float(p50), float(p95),
-                           bool(pub >= p5) if bound else bool(p5 <= pub <= p95),
-                           float("nan") if bound else abs(math.log(p50 / pub)), float(p95 / p5),
-                           f.divergences, f.max_r_hat()))
-    return Loo(rows, time.perf_counter() - t0, fits)
-
-
-def fit_id(cfg: Config, seed: int) -> str:
-    blob = json.dumps({"data": hashlib.sha256(data_text().encode()).hexdigest(), "config": cfg.__dict__,
-                       "seed": seed}, sort_keys=True, default=list)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def export(fit: Fit, seed: int, loo_result: Loo | None = None, keep: int = 600) -> dict[str, Any]:
-    """The fit as data for mcflops/data/calibration_fit.json: thinned posterior draws and diagnostics."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        ver = version("mcflops")
-    except PackageNotFoundError:
-        ver = "0+unknown"
-    names = ("alpha", "beta", "tau", "tau_org", "tau_acc", "a_org", "a_acc", "sigma", "throughput_offset")
-    draws = {k: _round(_thin(fit.draws[k], keep)) for k in names if k in fit.draws}
-    summ = fit.summary()
-    out = {"schema": derived.FIT_SCHEMA, "fit_id": fit_id(fit.config, seed), "made_by": "mcflops calibrate --write",
-           "mcflops_version": ver, "data_sha256": hashlib.sha256(data_text().encode()).hexdigest(), "seed": seed, "n_runs": int(fit.runs.n), "runs": list(fit.runs.ids),
-           "covariates": list(fit.config.covariates), "orgs": list(fit.runs.org_names),
-           "families": list(fit.runs.family_names), "kinds": list(KINDS),
-           "config": {k: list(v) if isinstance(v, tuple) else v for k, v in fit.config.__dict__.items()},
-           "diagnostics": {"divergences": fit.divergences,
-                           "max_r_hat": max(s["r_hat"] for s in summ.values()),
-                           "min_ess": min(s["ess"] for s in summ.values())},
-           "draws": draws}
-    if loo_result is not None:
-        out["loo"] = loo_result.metrics()
-    return out
-
-
-def _round(v: np.ndarray) -> list:
-    return np.vectorize(lambda x: float(f"{x:.5g}"))(v).tolist()
-
-
-def population_table(fit: Fit) -> list[dict[str, Any]]:
-    """The calibrated prior (p5/p50/p95 of u) for a new org's run at a few sizes on each family."""
-    fitd = {"draws": {k: _thin(v, 1000) for k, v in fit.draws.items()}, "covariates": list(fit.config.covariates),
-            "orgs": [], "families": list(fit.runs.family_names), "kinds": list(KINDS)}
-    rows = []
-    for acc in ("a100", "h100-sxm", "tpu-v4", "b200"):
-        for n in (7e9, 70e9, 400e9):
-            q = np.exp(derived.log_u_quantiles(*derived.predictive(fitd, n, acc, False), PROBS))
-            rows.append({"accelerator": acc, "params": n, "p5": q[0], "p50": q[1], "p95": q[2]})
-    return rows

@@ -1,12 +1,44 @@
-"""Readable terminal output (rich): the napkin chain, the distributions, the update."""
+"""`mcflops run` and `mcflops sample`: a prior file through api.run, then the summary printed (tables,
+or --json) and, for `run`, the run folder written (write.write_run)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from mcflops import chain as napkin
+from mcflops.cli import write
+from mcflops.cli.progress import progress
+from mcflops.cli.session import primary, setup_jax
 from mcflops.numbers import format_number as fmt
-from mcflops.spec import INPUTS, OUTPUTS
+from mcflops.spec import INPUTS, OUTPUTS, load_spec
+
+
+def command(args) -> int:
+    spec = load_spec(args.file)
+    if args.command == "run":  # refuse a bad --out before sampling, not after
+        write.check_out(Path(args.out) if args.out else Path("reports") / spec.name)
+    setup_jax()
+    from mcflops import api
+
+    with progress(args.quiet or args.json) as bar:
+        res = api.run(spec, samples=args.samples, seed=args.seed, progress=bar,
+                      posterior=args.command == "run", method=getattr(args, "method", "auto"),
+                      sensitivity=args.command == "run")
+    data = res.to_dict()
+    if not primary():
+        return 0
+    if args.command == "run":
+        out = Path(args.out) if args.out else Path("reports") / spec.name
+        write.write_run(out, res, data)
+        data["out"] = str(out)
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print_result(res, data)
+    return 0
+
 
 _COLS = ("mean", "sd", "p5", "p25", "p50", "p75", "p95")
 
@@ -98,7 +130,7 @@ def print_result(res, data: dict[str, Any]) -> None:
                       f"posterior {paper['posterior_probability']:.2f}")
     sens = data.get("sensitivity")
     if sens:
-        from mcflops.cli.sens import brief_lines
+        from mcflops.cli.sensitivity import brief_lines
 
         con.print()
         for line in brief_lines(sens):

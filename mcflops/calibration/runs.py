@@ -1,0 +1,86 @@
+"""The published runs the calibration is fitted to (mcflops/data/published_runs.yaml), as arrays.
+
+Each run gives its (active) parameters N, tokens D, accelerator, organisation, published
+accelerator-hours H and how that figure was obtained (``hours_kind``): a model card's figure, a
+count x days estimate, a third party's guess, a throughput x tokens figure (no downtime), an upper bound.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from mcflops.priors import calibrated as derived
+
+KINDS = ("reported", "derived", "third_party", "reported_rounded", "reported_informal", "throughput",
+         "upper_bound")
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Published runs as arrays for the model."""
+
+    ids: tuple[str, ...]
+    orgs: tuple[str, ...]
+    accelerators: tuple[str, ...]
+    kinds: tuple[str, ...]
+    params: np.ndarray  # active parameters
+    moe: np.ndarray  # 0/1
+    log_hours: np.ndarray  # published accelerator-hours (log)
+    log_hours_u1: np.ndarray  # log(6 N D / (P 3600)): the hours at u = 1
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def org_names(self) -> tuple[str, ...]:
+        return tuple(sorted(set(self.orgs)))
+
+    @property
+    def family_names(self) -> tuple[str, ...]:
+        return tuple(sorted({derived.accelerator_family(a) for a in self.accelerators}))
+
+    def x(self, names: Sequence[str]) -> np.ndarray:
+        peaks = np.array([derived.peak16(a) for a in self.accelerators])
+        return derived.covariates(names, self.params, peaks, self.moe)
+
+    def index(self) -> dict[str, np.ndarray]:
+        orgs, fams = self.org_names, self.family_names
+        return {"org": np.array([orgs.index(o) for o in self.orgs], np.int32),
+                "fam": np.array([fams.index(derived.accelerator_family(a)) for a in self.accelerators], np.int32),
+                "kind": np.array([KINDS.index(k) for k in self.kinds], np.int32)}
+
+    @property
+    def implied_u(self) -> np.ndarray:
+        return np.exp(self.log_hours_u1 - self.log_hours)
+
+
+def runs_from_records(records: Sequence[dict]) -> Runs:
+    """Runs from mappings with id, org, moe, params_active, tokens, accelerator, hours, hours_kind."""
+    for r in records:
+        if r["hours_kind"] not in KINDS:
+            raise ValueError(f"run {r['id']}: unknown hours_kind {r['hours_kind']!r} (expected one of {KINDS})")
+    peak = np.array([derived.peak16(r["accelerator"]) for r in records])
+    n = np.array([float(r["params_active"]) for r in records])
+    d = np.array([float(r["tokens"]) for r in records])
+    return Runs(ids=tuple(str(r["id"]) for r in records), orgs=tuple(str(r["org"]) for r in records),
+                accelerators=tuple(str(r["accelerator"]) for r in records),
+                kinds=tuple(str(r["hours_kind"]) for r in records), params=n,
+                moe=np.array([float(bool(r.get("moe", False))) for r in records]),
+                log_hours=np.log([float(r["hours"]) for r in records]),
+                log_hours_u1=np.log(6.0 * n * d / (peak * 3600.0)))  # Kaplan et al. 2020: C = 6ND
+
+
+def data_text() -> str:
+    return importlib.resources.files("mcflops").joinpath("data", "published_runs.yaml").read_text("utf-8")
+
+
+def load_runs() -> Runs:
+    """The published runs shipped in mcflops/data/published_runs.yaml."""
+    from ruamel.yaml import YAML
+
+    return runs_from_records(YAML(typ="safe", pure=True).load(data_text())["runs"])

@@ -1,0 +1,63 @@
+"""`mcflops compare`: two prior files on common random numbers (B / A) through analysis.plan.compare,
+printed as a table or --json; with --out, compare.json and compare.png (the histogram of B / A)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mcflops.cli import figures, write
+from mcflops.cli.progress import progress
+from mcflops.cli.session import plain, primary, samples, setup_jax
+from mcflops.cli.tables import table
+from mcflops.numbers import format_number as fmt
+
+
+def command(args) -> int:
+    setup_jax()
+    with progress(args.quiet or args.json) as bar:
+        data = compute(args, bar)
+    if not primary():
+        return 0
+    if args.out:
+        out = Path(args.out)
+        write.write_outputs(out, "compare.json", data, figures.compare(data), where=str(args.out))
+        data["out"] = str(out)
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        from rich.console import Console
+
+        con = Console()
+        show_compare(con, data)
+        if "out" in data:
+            con.print(f"\n[dim]wrote {data['out']}/[/dim]")
+    return 0
+
+
+def compute(args, progress) -> dict[str, Any]:
+    from mcflops.analysis import plan
+    from mcflops.spec import load_spec
+
+    a, b = load_spec(args.file_a), load_spec(args.file_b)
+    return plain(plan.compare(a, b, output=args.output, samples=samples(args.samples), seed=args.seed,
+                              progress=progress))
+
+
+def show_compare(con, d: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    out = d["output"]
+    con.print(f"[bold]compare[/bold] {out}: B = {d['b']['name']} ({escape(str(d['b']['path']))}) against "
+              f"A = {d['a']['name']} ({escape(str(d['a']['path']))})  [dim](seed {d['seed']}, {d['samples']:,} draws, the same z "
+              f"for shared inputs: {', '.join(d['shared_inputs']) or 'none'})[/dim]\n")
+    t = table(f"{out}", ["", "p5", "p25", "p50", "p75", "p95"])
+    for tag in ("a", "b"):
+        t.add_row(f"{tag.upper()} {d[tag]['name']}", *(fmt(d[tag][k]) for k in ("p5", "p25", "p50", "p75", "p95")))
+    r = d["ratio"]
+    t.add_row("B / A", *(f"{r[k]:.4g}" for k in ("p5", "p25", "p50", "p75", "p95")))
+    con.print(t)
+    con.print(f"  P(B > A) = {r['prob_b_greater']:.3f}, P(B < A) = {r['prob_b_less']:.3f}")
+    for note in d.get("notes", []):
+        con.print(f"[yellow]note:[/yellow] {note}")

@@ -1,0 +1,120 @@
+"""Which figures each command's output gets, each as file name -> draw(path): the plot data from
+inference.plotdata (or the summary's own dicts), drawn by plots/. write.py puts them in place.
+
+Nothing here imports matplotlib until a figure is drawn; ``can_draw`` says whether it can be.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+Figures = dict[str, Callable[[Path], str]]  # file name -> draw the PNG at the path given, return it
+
+PRIOR_POSTERIOR = "posterior_inputs.png"
+RIDGE = "mfu_goodput_ridge.png"
+
+
+def can_draw() -> bool:
+    """Whether matplotlib is installed (the figures are optional: `pip install 'mcflops[full]'`)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def draw(folder: Path, figures: Figures, spec_hash: str | None = None) -> list[str]:
+    """Draw every figure into ``folder``; each PNG records ``spec_hash`` (Spec.digest()) in its metadata
+    when given (plots.style.provenance). Returns the paths."""
+    from mcflops.plots import style
+
+    with style.provenance(spec_hash):
+        return [fig(Path(folder) / name) for name, fig in figures.items()]
+
+
+def posterior(res) -> Figures:
+    """A run's posterior figures: prior vs posterior of the inputs, the MFU-goodput ridge when both are
+    uncertain, and each observed quantity's predictive."""
+    from mcflops.inference import plotdata
+    from mcflops.plots import posterior as plots
+
+    out: Figures = {}
+    if not res.posterior or res.sums is None:
+        return out
+    src = plotdata.Source(res.sums, res.model.centers, res.posterior.get("method"), res.posterior_draws or {})
+    observed = list(res.spec.observe)
+    if any(n in res.posterior for n in res.spec.uncertain):
+        out[PRIOR_POSTERIOR] = lambda p: plots.prior_posterior(p, plotdata.posterior_inputs(
+            src, res.prior, res.posterior, res.spec.uncertain, observed))
+    if {"mfu", "goodput"} <= set(res.posterior_draws or {}):
+        out[RIDGE] = lambda p: plots.ridge(p, plotdata.ridge(res.draws, res.posterior_draws, res.posterior,
+                                                             res.chain, res.spec.observe.get("gpu_hours")))
+    for name, o in res.spec.observe.items():
+        if name in res.sums.names:
+            out[f"predictive_{name}.png"] = lambda p, name=name, o=o: plots.predictive(p, plotdata.predictive(
+                src, name, res.prior[name], o, res.observed.get(name, {})))
+    return out
+
+
+def headline(res, summary: Mapping[str, Any]) -> Figures:
+    """The report's headline figure (GPU-hours before and after the published figure), when the run kept
+    GPU-hours draws; ``summary`` is summary.json's content."""
+    from mcflops.report import HEADLINE_FIGURE
+
+    draws = (res.draws or {}).get("gpu_hours")
+    if draws is None:
+        return {}
+
+    def fig(path: Path) -> str:
+        from mcflops.inference import plotdata
+        from mcflops.plots.report import headline
+
+        data = plotdata.headline(summary, draws, (res.posterior_draws or {}).get("gpu_hours"))
+        return headline(path, data, res.spec.hardware.count)
+
+    return {HEADLINE_FIGURE: fig}
+
+
+def sensitivity(sens: Mapping[str, Any] | None) -> Figures:
+    """tornado.png, sobol.png and sweep_<input>.png of a sensitivity analysis (`run` and `sensitivity`)."""
+    from mcflops.plots import sensitivity as plots
+
+    if not sens:
+        return {}
+    out: Figures = {}
+    if (sens.get("tornado") or {}).get("inputs"):
+        out["tornado.png"] = lambda p: plots.tornado(p, sens)
+    if sens.get("sobol"):
+        out["sobol.png"] = lambda p: plots.sobol_bars(p, sens)
+    for name, sw in (sens.get("sweeps") or {}).items():
+        out[f"sweep_{name}.png"] = lambda p, sw=sw: plots.sweep_fan(p, sw)
+    return out
+
+
+def plan(data: Mapping[str, Any]) -> Figures:
+    """plan.png: the probability of finishing in time against the accelerator count (with --deadline-days)."""
+    from mcflops.plots import sensitivity as plots
+
+    return {"plan.png": lambda p: plots.plan_curve(p, data)} if "curve" in data else {}
+
+
+def compare(data: Mapping[str, Any]) -> Figures:
+    """compare.png: the histogram of B / A."""
+    from mcflops.plots import sensitivity as plots
+
+    return {"compare.png": lambda p: plots.compare_ratio(p, data)}
+
+
+def calibration(data: Mapping[str, Any]) -> Figures:
+    """calibration.png: leave-one-out predictions against the published hours (when it ran)."""
+    loo = data.get("loo")
+    if not loo:
+        return {}
+
+    def fig(path: Path) -> str:
+        from mcflops.plots.calibration import loo_plot
+
+        return loo_plot(loo["rows"], path, loo)
+
+    return {"calibration.png": fig}

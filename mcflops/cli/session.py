@@ -1,0 +1,47 @@
+"""What every computing command shares: JAX set up before it computes, which process prints and
+writes, results as plain JSON types, and the --samples check of the commands that sample outside api.run."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def setup_jax() -> None:
+    """Persistent compilation cache in the user's cache folder (second runs skip XLA compiles)."""
+    import jax
+
+    cache = os.environ.get("MCFLOPS_JAX_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "mcflops", "jax")
+    try:
+        os.makedirs(cache, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    except OSError:
+        pass  # no writable cache folder: compile every time
+
+
+def primary() -> bool:
+    """Multi-host runs (engine.init_distributed): every process runs the same command and computes the
+    same result; process 0 alone writes the files and prints, the others finish silently with exit 0."""
+    import jax
+
+    return jax.process_count() <= 1 or jax.process_index() == 0
+
+
+def plain(d: dict[str, Any]) -> dict[str, Any]:
+    """JSON types only (NaN and inf become null), as summary.json."""
+    from mcflops.api import jsonable
+
+    return jsonable(d)
+
+
+def samples(n):
+    """--samples of plan and compare, held to the bounds of a prior file's samples (api.run checks its own)."""
+    from mcflops.errors import SpecError
+    from mcflops.spec import check_samples
+
+    if n is not None:
+        check_samples(n, lambda m, *a: SpecError(m, field="--samples"))
+    return n
