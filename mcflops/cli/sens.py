@@ -67,8 +67,8 @@ def compute(args, progress) -> tuple[dict[str, Any], Figures]:
 
     opts = sensitivity.options(spec, output=args.output, sweeps=args.sweep, points=args.points,
                                sobol_samples=args.sobol_samples)
-    res = api.run(spec, samples=args.samples, seed=args.seed, progress=progress)
-    data = {"name": spec.name, "seed": res.seed, "samples": res.samples, **sensitivity.analyze(res, opts)}
+    res = api.run(spec, samples=args.samples, seed=args.seed, progress=progress, sensitivity=opts)
+    data = {"name": spec.name, "seed": res.seed, "samples": res.samples, **res.sensitivity}
     data = _plain(data)
     figs: Figures = {}
     if data["tornado"]["inputs"]:

@@ -22,6 +22,7 @@ from mcflops.errors import SpecError, closest
 from mcflops.errors import kind as _kind
 from mcflops.numbers import parse_number
 from mcflops.spec.reader import _check_keys, _Ctx, _mapping, _number, read_yaml
+from mcflops.spec.reported import Reported, parse_reported
 
 # Inputs of the compute model: (lower, upper, open_lower) domain, unit, meaning.
 INPUTS: dict[str, tuple[float, float, str, str]] = {
@@ -43,7 +44,7 @@ OUTPUTS: dict[str, tuple[str, str]] = {
 }
 CONVENTIONS = ("6nd", "palm", "megatron")
 TOP_KEYS = ("name", "description", "seed", "samples", "hardware", "flops", "architecture", "priors",
-            "observe", "sensitivity", "correlations", "plan")
+            "observe", "reported", "sensitivity", "correlations", "plan")
 HARDWARE_KEYS = ("accelerator", "precision", "count")
 ARCH_KEYS = ("layers", "d_model", "heads", "kv_heads", "head_dim", "seq_len", "vocab", "ffn", "experts",
              "experts_active", "source")
@@ -97,6 +98,7 @@ class Spec:
     architecture: Architecture | None
     priors: Mapping[str, Dist]
     observe: Mapping[str, Observation]
+    reported: Mapping[str, Reported] = field(default_factory=dict)  # claims to check against the posterior
     extras: Mapping[str, Any] = field(default_factory=dict)  # sensitivity/correlations/plan, validated by their owners
     path: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -210,7 +212,7 @@ def _build(data: Mapping, ctx: _Ctx) -> Spec:
                 extras={k: data[k] for k in ("sensitivity", "correlations", "plan") if k in data})
     _check_output_range(ctx, spec, data)
     observe = _observations(ctx, data, spec) if "observe" in data else {}
-    return Spec(**{**spec.__dict__, "observe": observe})
+    return Spec(**{**spec.__dict__, "observe": observe, "reported": parse_reported(ctx, data, spec)})
 
 
 def check_samples(samples: int, error, node=None, key=None) -> None:
@@ -427,6 +429,8 @@ def resolved_dict(spec: Spec) -> dict[str, Any]:
             if o.source:
                 obs[n]["source"] = o.source
         d["observe"] = obs
+    if spec.reported:
+        d["reported"] = {n: r.to_dict() for n, r in spec.reported.items()}
     d.update(spec.extras)
     return _plain(d)
 

@@ -43,6 +43,9 @@ def json_schema() -> dict[str, Any]:
         "noise": {"enum": list(NOISES)},
         "between": _pair("[low, high]: uniform likelihood"),
         "source": {"type": "string"}}}
+    claim = {"type": "object", "additionalProperties": False, "required": ["between", "source"], "properties": {
+        "between": _pair("[low, high]: the range a source reported"),
+        "source": {"type": "string", "description": "who reported it"}}}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://mcflops.dev/schema/prior-file.json",
@@ -68,6 +71,8 @@ def json_schema() -> dict[str, Any]:
                        "properties": {k: {"$ref": "#/$defs/prior", "description": v[3]} for k, v in INPUTS.items()}},
             "observe": {"type": "object", "additionalProperties": False,
                         "properties": {k: obs for k in list(OUTPUTS) + list(INPUTS)}},
+            "reported": {"type": "object", "additionalProperties": False,
+                         "properties": {k: claim for k in list(OUTPUTS) + list(INPUTS)}},
             "sensitivity": {"type": "object"},
             "correlations": {},
             "plan": {"type": "object"},
