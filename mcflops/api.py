@@ -16,7 +16,7 @@ from mcflops import chain as napkin
 from mcflops._version import version, versions
 
 from mcflops.errors import SpecError
-from mcflops.spec import Spec, check_samples, load_spec, resolved_dict
+from mcflops.spec import SensitivityOptions, Spec, check_samples, load_spec, resolved_dict
 
 
 def device_name() -> str:
@@ -29,7 +29,8 @@ def device_name() -> str:
 
 @dataclass
 class Result:
-    """What a run produced: summaries as plain data, a bounded set of draws, and the raw sums."""
+    """What a run produced: summaries as plain data, a bounded set of draws, and the raw sums. :func:`run`
+    assembles it from what the layers return; nothing below this module writes into it."""
 
     spec: Spec
     seed: int
@@ -81,10 +82,13 @@ def jsonable(x: Any) -> Any:
 
 def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: int | None = None,
         progress: Callable[[int, int], None] | None = None, posterior: bool = True,
-        method: str = "auto", sensitivity: bool = False, nuts: Mapping[str, int] | None = None) -> Result:
+        method: str = "auto", sensitivity: bool | SensitivityOptions = False, nuts: Mapping[str, int] | None = None) -> Result:
     """Run a spec: the prior predictive of every output, and the posterior when it observes something.
 
     ``spec`` may be a :class:`Spec`, a path to a prior file, or a mapping (a notebook's dict).
+    ``sensitivity``: True for the analysis the file's ``sensitivity:`` block asks for, or the options
+    themselves (``mcflops.spec.sensitivity_options(spec, ...)``, e.g. with command-line overrides).
+    ``nuts``: NUTS's ``chains``, ``warmup`` and ``draws``.
     """
     import jax
 
@@ -101,7 +105,8 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
         raise SpecError("expected a seed >= 0", field="--seed")
     if samples != spec.samples or seed != spec.seed:
         spec = Spec(**{**spec.__dict__, "samples": samples, "seed": seed})
-    sens_opts = spec.sensitivity if sensitivity else None  # checked at load
+    # the file's sensitivity: block (checked at load), or options with the command line's overrides
+    sens_opts = sensitivity if isinstance(sensitivity, SensitivityOptions) else spec.sensitivity if sensitivity else None
     t0 = time.perf_counter()
     m = model_mod.build_model(spec)
     lik = engine.build_likelihood(spec, m)
@@ -124,23 +129,27 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
                 entry.update(value=o.value, sigma=o.scale if o.noise == "lognormal" else None,
                              prior_percentile=summary.percentile_of(sums, i))
             observed[name] = entry
-        ch = napkin.chain(spec)
-        res = Result(spec=spec, seed=seed, samples=samples, chain=ch, prior=prior, observed=observed, draws=draws,
-                     device=device_name(), sums=sums, model=m)
+        post = None
         if lik is not None and posterior:
-            from mcflops.inference import update as inference
+            from mcflops import inference
             from mcflops.inference import nuts as nuts_mod
 
             sampler = nuts_mod.run_nuts if nuts_mod.available() else None
-            inference.attach_posterior(res, lik, method=method, sampler=sampler,
+            post = inference.posterior(key, spec, m, sums, lik, method=method, sampler=sampler,
                                        **(nuts or {}))  # chains, warmup, draws
+        sens_out = None
         if sens_opts is not None:  # tornado, Sobol, correlations, sweeps -> summary.json "sensitivity"
             from mcflops.analysis import sensitivity as sens
 
             part = background.result() if background is not None else None
-            res.sensitivity = sens.analyze(res, sens_opts, prior_part=part)
-        res.timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
-        return res
+            sens_out = sens.analyze(key, m, sums, draws, post.draws if post is not None else None, sens_opts,
+                                    prior_part=part)
+        timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
+        return Result(spec=spec, seed=seed, samples=samples, chain=napkin.chain(spec), prior=prior,
+                      observed=observed, draws=draws, posterior=post.summary if post is not None else None,
+                      posterior_draws=post.draws if post is not None else None, sensitivity=sens_out,
+                      device=device_name(), timings=timings, sums=sums, model=m,
+                      notes=list(post.notes) if post is not None else [])
 
 
 @contextmanager
@@ -162,7 +171,7 @@ def _alongside(m, sens_opts, key):
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcflops-sensitivity")
     try:
-        yield pool.submit(sens.prior_analysis, m, sens_opts, key, stop=stop.is_set)
+        yield pool.submit(sens.prior_analysis, key, m, sens_opts, stop=stop.is_set)
     finally:
         stop.set()
         pool.shutdown(wait=False, cancel_futures=True)

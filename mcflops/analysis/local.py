@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import partial
-from typing import Any
+from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -150,12 +150,12 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(_ranks(np.asarray(x)), _ranks(np.asarray(y)))[0, 1])
 
 
-def rank_correlations(res, output: str, which: str, inputs=None) -> dict[str, Any] | None:
-    """Pearson (log, every draw, weighted) and Spearman (kept draws) of each input with the output."""
+def rank_correlations(model: Model, sums, draws: Mapping[str, np.ndarray] | None, output: str, which: str,
+                      inputs=None) -> dict[str, Any] | None:
+    """Pearson (log, every draw of the engine run ``sums``, weighted under ``which``: "prior" or "post") and
+    Spearman (``draws``, linear units by name) of each uncertain input with the output."""
     from mcflops.engine import summary
 
-    sums = res.sums
-    draws = res.draws if which == "prior" else res.posterior_draws
     if sums is None or (which == "post" and sums.post is None):
         return None
     names = list(sums.names)
@@ -163,7 +163,7 @@ def rank_correlations(res, output: str, which: str, inputs=None) -> dict[str, An
         return None
     C = summary.correlation(sums, which)
     j = names.index(output)
-    ins = [n for n in uncertain(res.model) if inputs is None or n in inputs]
+    ins = [n for n in uncertain(model) if inputs is None or n in inputs]
     out: dict[str, Any] = {"pearson_log": {n: float(C[names.index(n), j]) for n in ins}}
     if draws and output in draws:
         out["spearman"] = {n: spearman(draws[n], draws[output]) for n in ins if n in draws}

@@ -147,26 +147,26 @@ def sobol_table(ix: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, dict
 
 # ----------------------------------------------------------------------------- the whole analysis
 
-def analyze(res, opts: SensitivityOptions | None = None, *, key: jax.Array | None = None,
+def analyze(key: jax.Array, model: Model, sums, draws: Mapping[str, np.ndarray],
+            posterior_draws: Mapping[str, np.ndarray] | None, opts: SensitivityOptions, *,
             progress: Callable[[int, int], None] | None = None, prior_part: dict[str, Any] | None = None
             ) -> dict[str, Any]:
-    """Everything summary.json's ``sensitivity`` holds, for a run's result (``prior_part``: what
-    ``prior_analysis`` already gave for it; ``opts``: the file's ``sensitivity:`` block unless given)."""
-    opts = res.spec.sensitivity if opts is None else opts
+    """Everything summary.json's ``sensitivity`` holds for an engine run ``sums`` of ``model`` with key ``key``:
+    ``draws`` are its kept prior draws, ``posterior_draws`` the posterior's (None: no posterior), both in
+    linear units by name; ``prior_part`` is what ``prior_analysis`` already gave for the same key."""
     if prior_part is None:
-        key = jax.random.key(res.seed) if key is None else key
-        prior_part = prior_analysis(res.model, opts, key, progress=progress)
+        prior_part = prior_analysis(key, model, opts, progress=progress)
     out = {**prior_part, "notes": list(prior_part["notes"])}
-    names, sweeps = tuple(n for n in uncertain(res.model) if n in out["inputs"]), out.pop("sweeps")  # file order
-    corr = {"prior": rank_correlations(res, opts.output, "prior", names)}
-    if res.posterior is not None:
-        corr["posterior"] = rank_correlations(res, opts.output, "post", names)
+    names, sweeps = tuple(n for n in uncertain(model) if n in out["inputs"]), out.pop("sweeps")  # file order
+    corr = {"prior": rank_correlations(model, sums, draws, opts.output, "prior", names)}
+    if posterior_draws is not None:
+        corr["posterior"] = rank_correlations(model, sums, posterior_draws, opts.output, "post", names)
         out["notes"].append(
             "under the posterior the inputs are correlated (the data pin down their product, e.g. MFU x goodput), "
             "so variance shares are not defined there; the posterior columns are rank and log correlations")
     out["correlations"] = corr
     out["sweeps"] = sweeps
-    if res.model.copula is not None:
+    if model.copula is not None:
         out["notes"].append("with correlations the tornado moves one input with the others at their medians given "
                             "it, and sweeps draw the others given the swept value")
     return out
@@ -176,7 +176,7 @@ class Cancelled(Exception):
     """``prior_analysis`` was told to stop (its caller gave up on it: Ctrl-C, an error)."""
 
 
-def prior_analysis(model: Model, opts: SensitivityOptions, key: jax.Array,
+def prior_analysis(key: jax.Array, model: Model, opts: SensitivityOptions,
                    progress: Callable[[int, int], None] | None = None,
                    stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """The part of ``analyze`` that needs only the model and the key (tornado, Sobol, Shapley, sweeps): it

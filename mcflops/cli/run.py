@@ -123,11 +123,11 @@ def print_result(res, data: dict[str, Any]) -> None:
         if "corr_mfu_goodput_log" in post:
             con.print(f"  posterior correlation of log MFU and log goodput: {post['corr_mfu_goodput_log']:+.2f} "
                       "(the data constrain their product)")
-        paper = post.get("mfu_vs_paper")
-        if paper:
-            lo, hi = paper["range"]
-            con.print(f"  P({lo:.0%} <= MFU <= {hi:.0%}): prior {paper['prior_probability']:.2f}, "
-                      f"posterior {paper['posterior_probability']:.2f}")
+        for name, claim in (post.get("reported") or {}).items():  # the prior file's `reported:` claims
+            f = (lambda x: f"{100 * x:g}%") if INPUTS.get(name, ("", "", ""))[2] == "fraction" else fmt
+            (lo, hi), what = claim["range"], "MFU" if name == "mfu" else name
+            con.print(escape(f"  P({f(lo)} <= {what} <= {f(hi)}): prior {claim['prior_probability']:.2f}, "
+                             f"posterior {claim['posterior_probability']:.2f}"))
     sens = data.get("sensitivity")
     if sens:
         from mcflops.cli.sensitivity import brief_lines

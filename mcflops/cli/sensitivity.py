@@ -39,14 +39,13 @@ def command(args) -> int:
 
 def compute(args, progress) -> dict[str, Any]:
     from mcflops import api
-    from mcflops.analysis import sensitivity
     from mcflops.spec import load_spec, sensitivity_options
 
     spec = load_spec(args.file)
     opts = sensitivity_options(spec, output=args.output, sweeps=args.sweep, points=args.points,
                                sobol_samples=args.sobol_samples)
-    res = api.run(spec, samples=args.samples, seed=args.seed, progress=progress)
-    data = {"name": spec.name, "seed": res.seed, "samples": res.samples, **sensitivity.analyze(res, opts)}
+    res = api.run(spec, samples=args.samples, seed=args.seed, progress=progress, sensitivity=opts)
+    data = {"name": spec.name, "seed": res.seed, "samples": res.samples, **res.sensitivity}
     return plain(data)
 
 

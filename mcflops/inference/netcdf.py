@@ -4,7 +4,7 @@ Groups (ArviZ's InferenceData schema, chain and draw dimensions):
 
 - ``posterior``: equally weighted draws of every uncertain input and output in linear units; NUTS:
   its chains; importance sampling: one "chain" resampled from the engine's weighted reservoir
-  (inference.reservoir_draws);
+  (inference.importance.reservoir_draws);
 - ``prior``: the first prior draws the engine kept (one chain);
 - ``observed_data``: each observed figure (an interval observation stores its midpoint, with the
   bounds in the variable's attributes);
@@ -13,7 +13,7 @@ Groups (ArviZ's InferenceData schema, chain and draw dimensions):
 
 Root attributes name the run: mcflops_name, seed, samples, method, flops_convention, spec_hash
 (Spec.digest(), as summary.json's) and mcflops_version. ``write_netcdf`` writes the groups with
-h5netcdf directly (importing xarray and ArviZ would cost ~1 s of every run); ``to_datatree`` builds the
+h5netcdf directly (importing xarray and ArviZ is slow, and every run would pay it); ``to_datatree`` builds the
 same content as an ArviZ DataTree for notebooks. Both libraries are imported inside the functions,
 so the engine runs without them.
 """
@@ -41,7 +41,7 @@ def _version() -> str:
 
 
 def available() -> bool:
-    """Whether posterior.nc can be written: h5netcdf only (importing ArviZ to check would cost ~1 s)."""
+    """Whether posterior.nc can be written: h5netcdf only (importing ArviZ to check is slow)."""
     try:
         import h5netcdf  # noqa: F401
     except ImportError:
@@ -114,7 +114,7 @@ def to_datatree(res) -> Any:
 
 def write_netcdf(res, path: str | Path) -> Path:
     """Write the groups of ``to_datatree(res)`` to netCDF-4 with h5netcdf directly (no xarray, no ArviZ:
-    ~1 s less start-up); ``arviz.from_netcdf`` and ``xarray.open_datatree`` read it as they read
+    a faster start); ``arviz.from_netcdf`` and ``xarray.open_datatree`` read it as they read
     ``to_datatree(res).to_netcdf(path, engine="h5netcdf")``: the same groups, dimensions, coordinates
     (chain and draw: 0, 1, ...), NaN fill values and attributes (creation_library: mcflops)."""
     import datetime

@@ -180,7 +180,7 @@ def _driver(model: Model, rest: Likelihood | None, bounds: dict, names: tuple[st
         return jax.vmap(one_chain, in_axes=(0, None, None, None))(jax.random.split(k, chains), model, lik, bounds)
 
     jitted = jax.jit(run)
-    try:  # the sampling itself takes well under a second: trade XLA's backend optimisation for compile time
+    try:  # the sampling itself is short next to the compile: trade XLA's backend optimisation for compile time
         run = jitted.lower(jax.random.key(0), model, rest, bounds).compile(
             compiler_options={"xla_backend_optimization_level": 0})
     except (ValueError, RuntimeError, TypeError):  # an XLA without that option: the default compile

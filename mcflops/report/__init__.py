@@ -6,7 +6,7 @@ Each section renders from whatever is present and says "not computed" for what i
 returns strings; the CLI writes them.
 
 - :mod:`.blocks`: paragraphs, tables, figures; numbers in a reader's units
-- :mod:`.sections`: sections 1-3, 5, 6; :mod:`.drivers`: section 4
+- :mod:`.sections`: sections 1, 2, 5, 6; :mod:`.posterior`: section 3; :mod:`.drivers`: section 4
 - :mod:`.markup`: Markdown and HTML, with all escaping
 """
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mcflops.report import drivers
+from mcflops.report import posterior
 from mcflops.report import sections
 from mcflops.report.blocks import HEADLINE_FIGURE, Document, Fig, Section, caption, used_figures
 from mcflops.report.markup import md_escape, png_size, to_html, to_markdown
@@ -86,7 +87,7 @@ def build(run: Run) -> Document:
     meta = (f"mcflops {s.get('version', '?')} · seed {s.get('seed', '?')} · "
             f"{_count(s.get('samples'))} draws · FLOPs convention {s.get('flops_convention', '?')} · "
             f"spec {s.get('spec_hash', '?')}")
-    parts = [sections.headline(run), sections.napkin(run), sections.implied(run), drivers.drivers(run),
+    parts = [sections.headline(run), sections.napkin(run), posterior.implied(run), drivers.drivers(run),
              sections.assumptions(run), sections.reproducibility(run)]
     rest = [n for n in run.figures if n not in used_figures(run)]
     if rest:

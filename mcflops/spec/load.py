@@ -22,12 +22,13 @@ from mcflops.spec.machine import parse_architecture, parse_hardware
 from mcflops.spec.observe import parse_observations
 from mcflops.spec.options import plan_block, sensitivity_block
 from mcflops.spec.reader import read_yaml
+from mcflops.spec.reported import parse_reported
 from mcflops.spec.types import CONVENTIONS, MAX_SAMPLES, Spec
 
 # The top-level keys, in the order resolved_dict writes them. A new block: its key here, a module that
 # parses it into a frozen value (a Spec field), and a line in _build and in resolved_dict.
 TOP_KEYS = ("name", "description", "seed", "samples", "hardware", "flops", "architecture", "priors",
-            "observe", "sensitivity", "correlations", "plan")
+            "observe", "reported", "sensitivity", "correlations", "plan")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_LOG_OUTPUT = 300 * math.log(10)  # every output's within 1e-300..1e300 (float64 holds 1.8e308)
 
@@ -89,7 +90,8 @@ def _build(data: Mapping, where: Fields) -> Spec:
     return Spec(**{**spec.__dict__, "observe": observe,
                    "sensitivity": sensitivity_block(where, data, spec),
                    "correlations": correlations_block(where, data, spec),
-                   "plan": plan_block(where, data, spec)})
+                   "plan": plan_block(where, data, spec),
+                   "reported": parse_reported(where, data, spec)})
 
 
 def check_samples(samples: int, error, node=None, key=None) -> None:

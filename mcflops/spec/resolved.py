@@ -30,6 +30,8 @@ def resolved_dict(spec: Spec) -> dict[str, Any]:
             if o.source:
                 obs[n]["source"] = o.source
         d["observe"] = obs
+    if spec.reported:
+        d["reported"] = {n: r.to_dict() for n, r in spec.reported.items()}
     # the analysis blocks as the file wrote them (their typed values are what the file's words mean)
     if spec.sensitivity.written is not None:
         d["sensitivity"] = spec.sensitivity.written

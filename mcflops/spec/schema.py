@@ -68,6 +68,10 @@ def json_schema() -> dict[str, Any]:
         "gpus": {"$ref": "#/$defs/number", "description": "cluster size (default hardware.count)"},
         "budget_hours": {"$ref": "#/$defs/number", "description": "accelerator-hour budget"},
         "budget_usd": {"$ref": "#/$defs/number", "description": "dollar budget (needs a price prior)"}}, PLAN_KEYS)
+    claim = _closed({
+        "between": _pair("[low, high]: the range a source reported"),
+        "source": {"type": "string", "description": "who reported it"}}, ("between", "source"),
+        required=["between", "source"])
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://mcflops.dev/schema/prior-file.json",
@@ -93,6 +97,8 @@ def json_schema() -> dict[str, Any]:
                        "properties": {k: {"$ref": "#/$defs/prior", "description": v[3]} for k, v in INPUTS.items()}},
             "observe": {"type": "object", "additionalProperties": False,
                         "properties": {k: obs for k in list(OUTPUTS) + list(INPUTS)}},
+            "reported": {"type": "object", "additionalProperties": False,
+                         "properties": {k: claim for k in list(OUTPUTS) + list(INPUTS)}},
             "sensitivity": sensitivity,
             "correlations": {"type": "array", "items": correlation},
             "plan": plan,

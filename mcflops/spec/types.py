@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mcflops.priors.dist import Dist
+from mcflops.spec.reported import Reported
 from mcflops.spec.resolved import resolved_dict
 
 # Inputs of the compute model: (lower, upper, open_lower) domain, unit, meaning.
@@ -122,6 +123,7 @@ class Spec:
     sensitivity: SensitivityOptions = field(default_factory=SensitivityOptions)
     correlations: tuple[Correlation, ...] = ()
     plan: PlanOptions = field(default_factory=PlanOptions)
+    reported: Mapping[str, Reported] = field(default_factory=dict)  # claims to check against the posterior
     path: str | None = None
 
     @property

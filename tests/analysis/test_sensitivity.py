@@ -221,7 +221,8 @@ def test_background_analysis_equals_the_sequential_one():
     spec = {**LOGNORMAL, "observe": {"gpu_hours": {"value": 7e5, "sigma": 0.1}},
             "sensitivity": {"sweep": {"mfu": [0.30, 0.45]}, "sobol_samples": 4096}}
     res = mcflops.run(spec, samples=20_000, sensitivity=True)
-    alone = sens.analyze(res, res.spec.sensitivity)
+    alone = sens.analyze(jax.random.key(res.seed), res.model, res.sums, res.draws, res.posterior_draws,
+                         res.spec.sensitivity)
     assert list(res.sensitivity) == list(alone)
 
     def numbers(d):  # everything but the timings
@@ -239,7 +240,7 @@ def test_background_analysis_stops_when_told(monkeypatch):
     opts = mcflops.load_spec({**LOGNORMAL, "sensitivity": {"sobol_samples": 4096}}).sensitivity
     calls = []
     with pytest.raises(sens.Cancelled):
-        sens.prior_analysis(m, opts, jax.random.key(0), stop=lambda: calls.append(1) or len(calls) > 1)
+        sens.prior_analysis(jax.random.key(0), m, opts, stop=lambda: calls.append(1) or len(calls) > 1)
     assert len(calls) == 2  # checked before Sobol (go on), then at Sobol's first call (stop)
 
     started, seen = [], {}

@@ -24,7 +24,7 @@ import pytest
 from scipy import stats
 
 import mcflops
-from mcflops.inference import update as inference
+from mcflops import inference
 from mcflops.inference import nuts
 
 pytestmark = pytest.mark.skipif(not nuts.available(), reason="NumPyro is not installed")

@@ -17,7 +17,7 @@ from scipy import integrate, stats
 
 import mcflops
 from mcflops import cli
-from mcflops.inference import update as inference
+from mcflops import inference
 from mcflops.errors import SpecError
 
 N_PARAMS, TOKENS, PEAK = 405.9e9, 15.6e12, 989.4e12
@@ -39,7 +39,8 @@ def beta2_spec(sigma, samples, seed=11):
             "priors": {"params": N_PARAMS, "tokens": TOKENS, "peak_flops": PEAK,
                        "mfu": {"beta": dict(zip(("mean", "sd"), MFU_PRIOR))},
                        "goodput": {"beta": dict(zip(("mean", "sd"), GOODPUT_PRIOR))}},
-            "observe": {"gpu_hours": {"value": 30.84e6, "sigma": sigma}}}
+            "observe": {"gpu_hours": {"value": 30.84e6, "sigma": sigma}},
+            "reported": {"mfu": {"between": [0.38, 0.43], "source": "Llama 3 paper Table 4"}}}
 
 
 def exact_mfu(sigma, value=30.84e6, n=2401):
@@ -107,7 +108,7 @@ def test_importance_sampling_matches_quadrature(exact05):
     assert post["pareto_k"] < 0.7 and post["ess"] > 0.2 * res.samples
     ess = dict.fromkeys(("mean", "sd", *PROBS), post["ess"])  # Kish's ESS for every statistic
     assert_matches(post["mfu"], exact05, ess, "IS")
-    p = post["mfu_vs_paper"]["posterior_probability"]
+    p = post["reported"]["mfu"]["posterior_probability"]
     assert abs(p - exact05["p_paper"]) < 4 * math.sqrt(exact05["p_paper"] * (1 - exact05["p_paper"]) / post["ess"])
     # the equally weighted resample of the reservoir (posterior.nc, plots) has the posterior mean
     draws = res.posterior_draws["mfu"]
@@ -122,6 +123,14 @@ def test_nuts_matches_quadrature(exact05):
     post = res.posterior
     assert post["method"] == "nuts" and post["chains"] == 4 and post["rhat"] < 1.05
     assert_matches(post["mfu"], exact05, nuts_ess(res.posterior_draws["mfu"], 4), "NUTS")
+    # the file's reported range under NUTS: the share of its draws inside, with the ESS of that indicator
+    from numpyro.diagnostics import effective_sample_size
+
+    x = res.posterior_draws["mfu"]
+    inside = ((x >= 0.38) & (x <= 0.43)).astype(float)
+    p, q = post["reported"]["mfu"]["posterior_probability"], exact05["p_paper"]
+    assert p == float(np.mean(inside))
+    assert abs(p - q) < 4 * math.sqrt(q * (1 - q) / float(effective_sample_size(inside.reshape(4, -1))))
 
 
 def test_sharp_observation_falls_back_to_nuts():
@@ -185,7 +194,7 @@ def test_interval_observation_on_an_input_is_exact_truncation():
         q = A.ppf(t[0] + p * (t[1] - t[0]))
         f = A.pdf(q) / (t[1] - t[0])
         assert abs(post["mfu"][k] - q) < 4 * math.sqrt(p * (1 - p) / post["ess"]) / f, k
-    assert post["mfu_vs_paper"]["posterior_probability"] == pytest.approx(1.0, abs=0.01)
+    assert post["reported"]["mfu"]["posterior_probability"] == pytest.approx(1.0, abs=0.01)
     from mcflops import engine
     from mcflops.inference import nuts
     from mcflops import model as model_mod
@@ -238,6 +247,58 @@ def test_conflicting_observation_names_the_priors():
     assert any(n.startswith("WARNING") for n in res.notes)
 
 
+def test_claims_come_from_the_prior_file():
+    # a file without `reported:` checks no claim: no summary entry, no finding line
+    spec = beta2_spec(0.05, N_DRAWS)
+    del spec["reported"]
+    res = mcflops.run(spec, method="is")
+    assert "reported" not in res.posterior and not any(n.startswith("P(") for n in res.notes)
+    assert res.posterior["findings"] and "MFU x goodput" in res.posterior["findings"][0]  # the other finding stays
+    # claims on any input or output, each with its source; a fixed input holds its claim or not, exactly
+    spec["reported"] = {"goodput": {"between": [0.9, 1.0], "source": "a blog"},
+                        "gpu_hours": {"between": [28e6, 34e6], "source": "a card"},
+                        "params": {"between": [400e9, 410e9], "source": "the paper"}}
+    res = mcflops.run(spec, method="is")
+    rep = res.posterior["reported"]
+    assert list(rep) == ["goodput", "gpu_hours", "params"]
+    assert rep["params"] == {"range": [400e9, 410e9], "prior_probability": 1.0, "posterior_probability": 1.0,
+                             "source": "the paper"}
+    assert 0 < rep["goodput"]["prior_probability"] < 1 and rep["goodput"]["source"] == "a blog"
+    assert rep["gpu_hours"]["posterior_probability"] > rep["gpu_hours"]["prior_probability"]  # the data say so
+    lines = [n for n in res.notes if n.startswith("P(")]
+    assert lines[0].startswith("P(90% <= goodput <= 100%) = ") and lines[0].endswith("reported by a blog")
+    assert lines[1].startswith("P(28.00M <= gpu_hours <= 34.00M) = ") and "flops" not in lines[1].lower()
+    assert res.posterior["findings"][:3] == lines
+
+
+def test_gpt3_gets_no_claim_from_another_paper():
+    from pathlib import Path
+
+    res = mcflops.run(Path(__file__).resolve().parents[2] / "priors" / "gpt3-175b.yaml", samples=1 << 14,
+                      method="is")
+    assert res.posterior is not None and "reported" not in res.posterior
+    assert not any("38%" in n or "Llama" in n for n in res.notes + res.posterior.get("findings", []))
+
+
+def test_the_update_returns_data_and_receives_its_key():
+    import jax
+
+    from mcflops import engine
+    from mcflops.model import compute
+
+    res = mcflops.run(beta2_spec(0.05, N_DRAWS), method="is")
+    m = compute.build_model(res.spec)
+    lik = engine.build_likelihood(res.spec, m)
+    post = inference.posterior(jax.random.key(res.seed), res.spec, m, res.sums, lik, method="is")
+    assert isinstance(post, inference.Posterior)
+    assert json.dumps(post.summary, default=str) == json.dumps(res.posterior, default=str)  # what api.run put in
+    assert list(post.notes) == res.notes and post.draws.keys() == res.posterior_draws.keys()
+    for n, x in post.draws.items():
+        np.testing.assert_array_equal(x, res.posterior_draws[n])
+    other = inference.posterior(jax.random.key(res.seed + 1), res.spec, m, res.sums, lik, method="is")
+    assert not np.array_equal(other.draws["mfu"], post.draws["mfu"])  # the reservoir's resample uses the key
+
+
 def write_yaml(path, data):
     from ruamel.yaml import YAML
 
@@ -251,7 +312,7 @@ def no_sensitivity(monkeypatch):
     import mcflops.analysis.sensitivity
 
     monkeypatch.setattr(mcflops.analysis.sensitivity, "prior_analysis", lambda *a, **k: None)
-    monkeypatch.setattr(mcflops.analysis.sensitivity, "analyze", lambda res, opts, **k: None)
+    monkeypatch.setattr(mcflops.analysis.sensitivity, "analyze", lambda *a, **k: None)
 
 
 def test_cli_writes_the_posterior(tmp_path, capsys, no_sensitivity):
@@ -271,7 +332,7 @@ def test_cli_writes_the_posterior(tmp_path, capsys, no_sensitivity):
         post = d["posterior"]
         assert post["method"] == "importance" and post["ess"] > 1000 and post["pareto_k"] < 0.7
         assert set(post["mfu"]) >= {"mean", "sd", "p5", "p50", "p95", "hdi90", "mcse_mean", "mcse_p50"}
-        assert "mfu_vs_paper" in post and "corr_mfu_goodput_log" in post and post["findings"]
+        assert "mfu" in post["reported"] and "corr_mfu_goodput_log" in post and post["findings"]
     dt = arviz.from_netcdf(out / "posterior.nc")
     for group in ("posterior", "prior", "observed_data", "log_likelihood"):
         assert group in dt.children, group

@@ -413,16 +413,27 @@ def test_sensitivity_of_another_shape_still_renders(run_dir, tmp_path):
 
 def test_reported_range_probability_is_shown(run_dir, tmp_path):
     s = json.loads((run_dir / "summary.json").read_text())
-    s["posterior"]["mfu_vs_paper"] = {"range": [0.38, 0.43], "prior_probability": 0.2611,
-                                      "posterior_probability": 0.4213, "flops_convention": "6nd",
-                                      "source": "arXiv 2407.21783 Table 4 <38-43%>"}
+    s["posterior"]["reported"] = {"mfu": {"range": [0.38, 0.43], "prior_probability": 0.2611,
+                                          "posterior_probability": 0.4213, "flops_convention": "6nd",
+                                          "source": "arXiv 2407.21783 Table 4 <38-43%>"}}
     d = _folder(tmp_path, s, (run_dir / "spec.resolved.yaml").read_text())
     secs = _sections(report.render(d)["report.html"])
     assert ("MFU lies in the paper's 38.0–43.0%: 0.42 (prior 0.26), with MFU counted by 6nd FLOPs. "
             "The paper's figure: arXiv 2407.21783 Table 4 <38-43%>.") in secs["implied"]
-    s["posterior"]["mfu_vs_paper"] = {"low": 0.38, "high": 0.43, "probability": 0.4213}  # the plain shape
+    s["posterior"]["reported"] = {"mfu": {"low": 0.38, "high": 0.43, "probability": 0.4213}}  # the plain shape
     secs = _sections(report.render(_folder(tmp_path, s))["report.html"])
     assert "MFU lies in the paper's 38.0–43.0%: 0.42." in secs["implied"]
+
+
+def test_claims_come_from_the_file(run_dir, tmp_path):
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert "posterior" in s and "reported" not in s["posterior"]  # the prior file has no `reported:` block
+    secs = _sections(report.render(run_dir)["report.html"])
+    assert "lies in the paper's" not in secs["implied"] and "Posterior MFU" in secs["implied"]
+    s["posterior"]["reported"] = {"goodput": {"range": [0.9, 1.0], "prior_probability": 0.25,
+                                              "posterior_probability": 0.64, "source": "a blog"}}
+    secs = _sections(report.render(_folder(tmp_path, s))["report.html"])
+    assert "goodput lies in the paper's 90.0–100.0%: 0.64 (prior 0.25). The paper's figure: a blog." in secs["implied"]
 
 
 def test_unreadable_spec_degrades(run_dir, tmp_path):
