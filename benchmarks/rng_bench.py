@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mcflops import engine
 from mcflops.engine import rng as _rng
 
 U32, F32 = jnp.uint32, jnp.float32
@@ -134,6 +135,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    engine.setup()  # the engine's devices (one CPU device per core), before the first JAX computation
     fns = {k: v for k, v in variants().items() if args.only in k}
     out = {"jax": jax.__version__, "device": str(jax.devices()[0]), "cores": len(os.sched_getaffinity(0))}
     out["results"] = {}

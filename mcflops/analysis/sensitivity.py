@@ -42,7 +42,7 @@ from mcflops.spec.load import INPUTS
 SOBOL_BLOCK = 1 << 16  # base draws per keyed block (part of the algorithm: changing it changes the draws)
 SOBOL_BASE = 1 << 16  # default base draws N; a Saltelli pass evaluates the model N (p + 2) times
 SWEEP_POINTS = 16
-_A_ID, _B_ID = 0x5A1E_0A, 0x5A1E_0B
+_A_ID, _B_ID = engine.SOBOL_A, engine.SOBOL_B
 KEYS = ("output", "sobol_samples", "points", "sweep")
 
 

@@ -19,7 +19,7 @@ from mcflops.cli.write import _WRITTEN, _check_out, _label, _replace_file
 
 
 def _primary() -> bool:
-    """Multi-host runs (engine.init_distributed): every process runs the same command and computes the
+    """Multi-host runs (engine.setup joins them): every process runs the same command and computes the
     same result; process 0 alone writes the files and prints, the others finish silently with exit 0."""
     import jax
 
@@ -99,8 +99,13 @@ def _dispatch(args) -> int:
 
 
 def _setup_jax() -> None:
-    """Persistent compilation cache in the user's cache folder (second runs skip XLA compiles)."""
+    """Before any computation: the engine's devices and hosts (engine.setup), and a persistent compilation
+    cache in the user's cache folder (second runs skip XLA compiles)."""
     import jax
+
+    from mcflops import engine
+
+    engine.setup()
 
     cache = os.environ.get("MCFLOPS_JAX_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "mcflops", "jax")

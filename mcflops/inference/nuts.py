@@ -38,7 +38,7 @@ from mcflops.errors import SpecError
 from mcflops.model.compute import Model, evaluate
 
 SMOOTH_FRACTION = 50.0  # tau = (hi - lo) / SMOOTH_FRACTION for interval observations of outputs
-_NUTS_ID = 0x7FFF_FFE0
+from mcflops.engine import NUTS as _NUTS_ID  # noqa: E402  (the stream ids live in engine.streams)
 
 
 def available() -> bool:

@@ -33,7 +33,7 @@ HDI_PROB = 0.9
 # 0.008 in probability (0.02 s in a quantile) at 2 bins per sd. Means and sds come from moment sums, exact.
 MIN_BINS = 2
 PAPER_MFU = (0.38, 0.43)  # Llama Team 2024, "The Llama 3 Herd of Models" (arXiv 2407.21783) Table 4, BF16 MFU
-_RESAMPLE_ID = 0x7FFF_FFE1
+from mcflops.engine import RESAMPLE as _RESAMPLE_ID  # noqa: E402  (the stream ids live in engine.streams)
 # which inputs each output depends on (model.py): used to say which priors an observation conflicts with
 _DEPENDS = {"flops": ("params", "tokens"), "gpu_hours": ("params", "tokens", "peak_flops", "mfu", "goodput")}
 _DEPENDS["wall_days"] = _DEPENDS["gpu_hours"]
@@ -43,14 +43,6 @@ _DEPENDS["energy_mwh"] = _DEPENDS["gpu_hours"] + ("power", "pue")
 
 # ----------------------------------------------------------------------------------------------------
 # summaries: from a weighted log-space histogram (importance sampling) or from draws (NUTS)
-
-
-def _hist_cdf(hist: np.ndarray, lo: float, width: float) -> tuple[np.ndarray, np.ndarray]:
-    """Bin edges (centred log) and the CDF at them; the under/overflow bins sit outside the edges."""
-    nb = len(hist) - 2
-    edges = lo + width * np.arange(nb + 1)
-    cdf = np.concatenate([[hist[0]], hist[0] + np.cumsum(hist[1:-1])]) / hist.sum()
-    return edges, cdf
 
 
 def _hdi_from_quantile(qf, prob: float = HDI_PROB, grid: int = 400) -> tuple[float, float]:
@@ -69,7 +61,7 @@ def hist_stats(s: Mapping[str, np.ndarray], i: int, center: float, lo: float, wi
                n_eff: float) -> dict[str, Any]:
     """summary.quantity_stats plus the 90% HDI and MCSEs, from weighted sums (one quantity)."""
     out = summary.quantity_stats(s, i, center, lo, width, n_eff)
-    edges, cdf = _hist_cdf(np.asarray(s["hist"][i], np.float64), lo, width)
+    edges, cdf = summary.hist_cdf(np.asarray(s["hist"][i], np.float64), lo, width)
 
     def qf(p):  # quantiles in linear units; NaN where they fall into the under/overflow bins
         q = np.exp(center + np.interp(p, cdf, edges))
@@ -113,7 +105,7 @@ def _mcse(st: Mapping[str, Any], qf, n_eff: float) -> dict[str, float]:
 def prob_between(s: Mapping[str, np.ndarray], i: int, center: float, lo: float, width: float,
                  a: float, b: float) -> float:
     """P(a <= x <= b) of quantity i under weighted sums (interpolated histogram CDF)."""
-    edges, cdf = _hist_cdf(np.asarray(s["hist"][i], np.float64), lo, width)
+    edges, cdf = summary.hist_cdf(np.asarray(s["hist"][i], np.float64), lo, width)
     fa, fb = np.interp([math.log(a) - center, math.log(b) - center], edges, cdf, left=0.0, right=1.0)
     return float(fb - fa)
 
