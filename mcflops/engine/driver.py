@@ -3,8 +3,9 @@
 ``run(key, model, lik, n)`` is the entry point. The device side (keyed draws, the one compiled
 program per structure) is ``kernel.py``; what needs no sampling (equal quantities, histogram ranges
 that bound every draw, inputs' exact bin probabilities and E[e^d]) is ``exact.py``; adding the blocks'
-outputs is ``merge.py``. This module schedules blocks on every device (``devices.setup``: on a CPU one
-device per core; across hosts with ``jax.distributed``) and sizes the PSIS tail's and reservoir's pool.
+outputs is ``merge.py``. This module schedules blocks on every device of every process (``devices.setup``
+makes them: one per core on a CPU, hosts joined with ``jax.distributed``) and sizes the PSIS tail's and
+reservoir's pool.
 
 Input ``x`` in block ``b`` draws ``normals(fold_in(fold_in(key, crc32(x)), b), (size,))``, so a result
 is a function of the seed and the sample count only: not of how many blocks one call handles, nor of

@@ -7,8 +7,8 @@ Computation only: returns plain dicts of floats (the CLI prints them, the report
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from mcflops.inference import psis
-from mcflops.engine import summary
+from mcflops.engine import streams, summary
 from mcflops.errors import SpecError
 
 ESS_MIN = 1000  # below this, auto switches to NUTS (issue 3)
@@ -33,7 +33,6 @@ HDI_PROB = 0.9
 # 0.008 in probability (0.02 s in a quantile) at 2 bins per sd. Means and sds come from moment sums, exact.
 MIN_BINS = 2
 PAPER_MFU = (0.38, 0.43)  # Llama Team 2024, "The Llama 3 Herd of Models" (arXiv 2407.21783) Table 4, BF16 MFU
-from mcflops.engine import RESAMPLE as _RESAMPLE_ID  # noqa: E402  (the stream ids live in engine.streams)
 # which inputs each output depends on (model.py): used to say which priors an observation conflicts with
 _DEPENDS = {"flops": ("params", "tokens"), "gpu_hours": ("params", "tokens", "peak_flops", "mfu", "goodput")}
 _DEPENDS["wall_days"] = _DEPENDS["gpu_hours"]
@@ -140,7 +139,7 @@ def reservoir_draws(sums, key) -> np.ndarray:
     lw = ll - logq
     w = np.exp(lw - lw.max())
     cum = np.cumsum(w / w.sum())
-    u0 = float(jax.random.uniform(jax.random.fold_in(key, _RESAMPLE_ID), ()))
+    u0 = float(jax.random.uniform(jax.random.fold_in(key, streams.RESAMPLE), ()))
     idx = np.searchsorted(cum, (u0 + np.arange(ll.size)) / ll.size, side="left")
     return D[:, np.minimum(idx, ll.size - 1)]
 

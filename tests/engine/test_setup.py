@@ -16,7 +16,7 @@ def _python(code: str, **env: str) -> str:
             if k not in ("XLA_FLAGS", "MCFLOPS_CPU_DEVICES", "MCFLOPS_DISTRIBUTED", "JAX_COORDINATOR_ADDRESS",
                          "JAX_NUM_CPU_DEVICES")}
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120,
-                         env={**base, "JAX_PLATFORMS": "cpu", **env}, cwd=ROOT)
+                         check=False, env={**base, "JAX_PLATFORMS": "cpu", **env}, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.strip().splitlines()[-1]
 
@@ -72,3 +72,27 @@ def test_a_run_sets_up_the_devices():
         print(jax.device_count())
     """, MCFLOPS_CPU_DEVICES="3")
     assert got == "3"
+
+
+def test_setup_joins_a_cluster_when_the_environment_asks(monkeypatch):
+    """JAX_COORDINATOR_ADDRESS (with the process count and id) or MCFLOPS_DISTRIBUTED=1: jax.distributed joined
+    once, with the environment's numbers; neither: not joined."""
+    import jax
+
+    from mcflops.engine import devices
+
+    calls = []
+    monkeypatch.setattr(jax.distributed, "is_initialized", lambda: bool(calls))
+    monkeypatch.setattr(jax.distributed, "initialize", lambda **kw: calls.append(kw))
+    for k in ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "MCFLOPS_DISTRIBUTED"):
+        monkeypatch.delenv(k, raising=False)
+    assert devices._join_cluster() is False and calls == []
+    monkeypatch.setenv("MCFLOPS_DISTRIBUTED", "1")
+    assert devices._join_cluster() is True and calls == [{}]
+    calls.clear()
+    monkeypatch.delenv("MCFLOPS_DISTRIBUTED")
+    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "host0:1234")
+    monkeypatch.setenv("JAX_NUM_PROCESSES", "4")
+    monkeypatch.setenv("JAX_PROCESS_ID", "2")
+    assert devices._join_cluster() is True and calls == [{"num_processes": 4, "process_id": 2}]
+    assert devices._join_cluster() is True and len(calls) == 1  # joined already: not again
