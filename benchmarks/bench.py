@@ -1,4 +1,4 @@
-"""The engine against the NumPy and squigglepy references, in one process (issue 6).
+"""The engine against the NumPy and squigglepy references, in one process.
 
     .venv/bin/python benchmarks/bench.py                 # CPU: every figure of benchmarks/RESULTS.md
     .venv/bin/python benchmarks/bench.py --quick         # 1e6/1e7 only (a minute)

@@ -1,4 +1,4 @@
-"""Throughput of standard-normal generators under jit on this machine (issue: engine hot loop).
+"""Throughput of standard-normal generators under jit on this machine (the engine's hot loop).
 
     python benchmarks/rng_bench.py                 # 2^22 and 2^24 elements, all variants
     python benchmarks/rng_bench.py --sizes 16 18 20 22 24 --only normals   # block-size sweep

@@ -2,7 +2,7 @@
 
 - Bit for bit: 1 or 4 (forced host) devices, 1 or 3 blocks per call: every sum is identical.
 - Quantiles from the histograms against ``np.quantile`` of the very same draws (2^20 of them):
-  within 0.2% relative (the target of issue 6).
+  within 0.2% relative.
 - The largest log-likelihoods (PSIS tail) and the Gumbel-top-k reservoir against a brute-force
   sort of every draw, also when the per-sub-block top-k is forced too small (the engine must notice
   and widen it).
