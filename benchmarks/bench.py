@@ -1,4 +1,4 @@
-"""The engine against the NumPy and squigglepy references, in one process (issue 6).
+"""The engine against the NumPy and squigglepy references, in one process.
 
     .venv/bin/python benchmarks/bench.py                 # CPU: every figure of benchmarks/RESULTS.md
     .venv/bin/python benchmarks/bench.py --quick         # 1e6/1e7 only (a minute)
@@ -213,7 +213,9 @@ def main(argv=None) -> int:
     import jax
 
     from mcflops import api
-    from mcflops import engine  # noqa: F401  (first: it claims one CPU device per core before JAX starts)
+    from mcflops import engine
+
+    engine.setup()  # first: one CPU device per core, claimed before JAX starts
 
     dev = api.device_name()
     r: dict = {"machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus", "device": dev,

@@ -1,4 +1,4 @@
-"""Throughput of standard-normal generators under jit on this machine (issue: engine hot loop).
+"""Throughput of standard-normal generators under jit on this machine (the engine's hot loop).
 
     python benchmarks/rng_bench.py                 # 2^22 and 2^24 elements, all variants
     python benchmarks/rng_bench.py --sizes 16 18 20 22 24 --only normals   # block-size sweep
@@ -33,9 +33,9 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mcflops import engine
 from mcflops.engine import rng as _rng
 
 U32, F32 = jnp.uint32, jnp.float32
@@ -134,6 +134,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    engine.setup()  # the engine's devices (one CPU device per core), before the first JAX computation
     fns = {k: v for k, v in variants().items() if args.only in k}
     out = {"jax": jax.__version__, "device": str(jax.devices()[0]), "cores": len(os.sched_getaffinity(0))}
     out["results"] = {}

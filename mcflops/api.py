@@ -96,6 +96,7 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
     from mcflops.model import compute as model_mod
     from mcflops.engine import summary
 
+    engine.setup()  # devices and hosts, before the first JAX computation (idempotent)
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
     samples = spec.samples if samples is None else int(samples)

@@ -15,7 +15,7 @@ from tests.golden.make import summary
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 ROOT = GOLDEN.parents[1]
-VOLATILE = {"timings", "seconds", "version", "versions"}  # how long it took and which build made it
+VOLATILE = {"timings", "seconds", "version", "versions", "device"}  # how long it took, which build and machine made it
 
 
 def _strip(x):

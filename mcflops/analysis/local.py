@@ -32,7 +32,7 @@ from mcflops.analysis.shapley import correlation_matrix, uncertain
 
 SWEEP_SAMPLES = 1 << 16  # draws per grid point (the same draws at every point)
 Z95 = 1.6448536269514722  # Phi^{-1}(0.95): an input's p5 and p95 are z = -/+Z95
-_SWEEP_ID = 0x5A1E_05
+_SWEEP_ID = engine.SWEEP
 QPROBS = (0.05, 0.25, 0.5, 0.75, 0.95)
 QNAMES = ("p5", "p25", "p50", "p75", "p95")
 

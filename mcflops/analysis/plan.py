@@ -32,12 +32,12 @@ import numpy as np
 from mcflops import engine
 from mcflops.errors import SpecError
 from mcflops.model.compute import Model, build_model, evaluate
-from mcflops.engine.summary import hist_quantiles
+from mcflops.engine.summary import hist_cdf, hist_quantiles
 from mcflops.spec import PlanOptions
 
 NBINS = 4096
 PILOT = 1 << 16
-_PILOT_ID = 0x91A4_0001
+_PILOT_ID = engine.PLAN_PILOT
 CURVE_POINTS = 64
 
 
@@ -152,14 +152,8 @@ def quantiles(h: Mapping[str, Any], row: int, probs) -> np.ndarray:
 def cdf(h: Mapping[str, Any], row: int, x) -> np.ndarray:
     """P(row <= x) from the histogram (linear within bins)."""
     hist = h["hist"][row]
-    total = hist.sum()
-    edges = h["lo"][row] + h["width"][row] * np.arange(NBINS + 1)
-    cum = (hist[0] + np.concatenate([[0.0], np.cumsum(hist[1:-1])])) / total
-    return np.interp(np.asarray(x, np.float64), edges, cum, left=hist[0] / total, right=1.0 - hist[-1] / total)
-
-
-def ess(h: Mapping[str, Any]) -> float:
-    return float(h["s0"] ** 2 / h["s0w2"]) if h["s0w2"] > 0 else 0.0
+    edges, cum = hist_cdf(hist, h["lo"][row], h["width"][row])
+    return np.interp(np.asarray(x, np.float64), edges, cum, left=cum[0], right=1.0 - hist[-1] / hist.sum())
 
 
 # ----------------------------------------------------------------------------- the questions
@@ -192,7 +186,7 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
                            "distribution": "posterior" if lik is not None else "prior",
                            "gpu_hours": dict(zip(("p5", "p25", "p50", "p75", "p90", "p95", "at_prob"), hq.tolist()))}
     if lik is not None:
-        out["ess"] = ess(h)
+        out["ess"] = engine.ess(float(h["s0"]), float(h["s0w2"]))
     D = opts.deadline_days
     if D is not None:
         exact = hq[-1] / (24.0 * D)

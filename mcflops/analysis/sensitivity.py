@@ -40,7 +40,7 @@ from mcflops.analysis.shapley import MAX_INPUTS, shapley, shapley_table, uncerta
 from mcflops.spec import SOBOL_BASE, SensitivityOptions
 
 SOBOL_BLOCK = 1 << 16  # base draws per keyed block (part of the algorithm: changing it changes the draws)
-_A_ID, _B_ID = 0x5A1E_0A, 0x5A1E_0B
+_A_ID, _B_ID = engine.SOBOL_A, engine.SOBOL_B
 
 
 # ----------------------------------------------------------------------------- Sobol core

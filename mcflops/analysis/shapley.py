@@ -47,7 +47,7 @@ SHAPLEY_BLOCK = 1 << 16  # outer draws per keyed block (part of the algorithm: c
 SHAPLEY_OUTER = 1 << 16  # default outer draws N_O ...
 SHAPLEY_EVALS = 1 << 22  # ... fewer when N_O 3 (2^d - 1) would exceed this many evaluations
 MAX_INPUTS = 10  # 2^d subsets: beyond this, exact enumeration is too dear
-_ID = 0x5A1E_5B
+_ID = engine.SHAPLEY
 
 
 def uncertain(model: Model) -> tuple[str, ...]:

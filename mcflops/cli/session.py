@@ -8,8 +8,13 @@ from typing import Any
 
 
 def setup_jax() -> None:
-    """Persistent compilation cache in the user's cache folder (second runs skip XLA compiles)."""
+    """Before any computation: the engine's devices and hosts (engine.setup), and a persistent compilation
+    cache in the user's cache folder (second runs skip XLA compiles)."""
     import jax
+
+    from mcflops import engine
+
+    engine.setup()
 
     cache = os.environ.get("MCFLOPS_JAX_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "mcflops", "jax")

@@ -3,12 +3,27 @@
 Input ``x`` in block ``b`` draws ``normals(fold_in(fold_in(key, crc32(x)), b), (size,))``, so a result is a
 function of the seed and the sample count only: not of how many blocks one call handles, nor of how many
 devices share them.
+
+Importing it changes nothing in JAX: ``setup()`` (one CPU device per core, a multi-host run joined) is an
+explicit call before the first JAX computation; ``mcflops.run`` and the command line make it.
+
+- ``driver``: ``run`` (schedules blocks on the devices, sizes the PSIS tail's pool), ``sum_blocks``;
+- ``kernel``: the compiled program that reduces a block to sums; keyed draws (``draw_z``), likelihood;
+- ``merge``: adding blocks' outputs in block order; ``exact``: what needs no sampling;
+- ``summary``: ``Sums`` and reading them (``ess``, ``hist_cdf``, quantiles, moments);
+- ``streams``: every PRNG stream id; ``devices``: ``setup``, ``mesh``; ``rng``: the fused generator.
 """
 
-from mcflops.engine.driver import POOL, POOL_ESS, Sums, pool_subblocks, psis_tail, run, sum_blocks
+from mcflops.engine.devices import mesh, setup
+from mcflops.engine.driver import POOL, POOL_ESS, pool_subblocks, run, sum_blocks
 from mcflops.engine.kernel import (BLOCK, GPU_BATCH, KEEP, NBINS, SUB, Layout, Likelihood, build_likelihood, draw_z,
-                                   log_likelihood, mesh, normals, stable_id)
+                                   log_likelihood, normals)
+from mcflops.engine.merge import psis_tail
+from mcflops.engine.streams import (GUMBEL, NUTS, PLAN_PILOT, RESAMPLE, SHAPLEY, SOBOL_A, SOBOL_B, SWEEP,
+                                    stable_id)
+from mcflops.engine.summary import Sums, ess, hist_cdf, hist_quantiles
 
-__all__ = ["BLOCK", "GPU_BATCH", "KEEP", "NBINS", "POOL", "POOL_ESS", "SUB", "Layout", "Likelihood", "Sums",
-           "build_likelihood", "draw_z", "log_likelihood", "mesh", "normals", "pool_subblocks", "psis_tail", "run",
-           "stable_id", "sum_blocks"]
+__all__ = ["BLOCK", "GPU_BATCH", "GUMBEL", "KEEP", "NBINS", "NUTS", "PLAN_PILOT", "POOL", "POOL_ESS", "RESAMPLE",
+           "SHAPLEY", "SOBOL_A", "SOBOL_B", "SUB", "SWEEP", "Layout", "Likelihood", "Sums", "build_likelihood",
+           "draw_z", "ess", "hist_cdf", "hist_quantiles", "log_likelihood", "mesh", "normals", "pool_subblocks",
+           "psis_tail", "run", "setup", "stable_id", "sum_blocks"]

@@ -18,7 +18,6 @@ every device (``shard_map``); nothing is communicated between devices.
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -27,27 +26,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcflops.engine import rng as _rng
+from mcflops.engine.devices import mesh
+from mcflops.engine.streams import GUMBEL, stable_id
 from mcflops.model import copula
 from mcflops.model.compute import Model, outputs
 from mcflops.spec import Spec
 
 BLOCK = 1 << 20  # draws per keyed block (part of the algorithm: changing it changes the draws)
-SUB = 1 << 14  # draws per sub-block on a CPU (a loop inside the block: intermediates stay in L2; 2^14 beat 2^15 and 2^16 by 7-13% here)
+SUB = 1 << 14  # draws per sub-block on a CPU (a loop inside the block: intermediates stay in L2; larger ones spill)
 NBINS = 4096  # histogram bins per quantity (+ one underflow and one overflow bin)
 KEEP = 4000  # draws kept for plots and ArviZ (prior: the first KEEP; posterior: a weighted reservoir)
 GPU_BATCH = 8  # blocks vmapped side by side on a GPU
 GROUP = 16  # the exact per-sub-block top-k first picks groups of GROUP draws by their maxima
-_GUMBEL_ID = 0x7FFF_FFF1
-
-
-def stable_id(name: str) -> int:
-    """A stable 31-bit id for an input name (CRC-32; Python's hash() is salted per process)."""
-    return zlib.crc32(name.encode()) & 0x7FFF_FFFF
 
 
 def normals(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     """Standard normal draws (float32): a pure function of the key, element i from counter i
-    (``_rng.normals``: fused Threefry-2x32-20, about twice as fast as ``jax.random.normal`` on CPU)."""
+    (``_rng.normals``: fused Threefry-2x32-20, faster than ``jax.random.normal`` on a CPU)."""
     return _rng.normals(key, shape)
 
 
@@ -170,8 +165,8 @@ def _top(x: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     the k groups with the largest maxima (a group holding one of them has a maximum at least as large,
     and at most k groups can), so only k * GROUP elements go through top_k. Group c is the strided set
     {c, c + m, c + 2m, ...} (m = n / GROUP): its maxima are an elementwise max of GROUP contiguous rows,
-    which vectorises (contiguous groups of 16 reduced 2.2x slower here), and lax.top_k on XLA:CPU is a
-    sort, so it costs by the length it sorts."""
+    which vectorises (contiguous groups reduce slower), and lax.top_k on XLA:CPU is a sort, so it costs by
+    the length it sorts."""
     n = x.shape[0]
     if k * GROUP >= n or n % GROUP:
         return jax.lax.top_k(x, k)
@@ -211,8 +206,8 @@ W_FLOOR = -40.0  # log-weights this far below the running maximum count as 0 (se
 def _weights(ll, m, ok):
     """Importance weights relative to the running maximum m (also the factor that rescales earlier sums when
     m grows), those under e^W_FLOOR set to 0: their squares and products would be float32 subnormals, which
-    x86 handles far slower (an observation with sigma 0.005 made the 1e7-draw pass 12-17% slower), and all of
-    them together weigh under n e^-40 = 4e-8 (n = 1e10) of the largest."""
+    x86 handles far slower (a sharp observation makes many of them), and all of them together weigh under
+    n e^-40 = 4e-8 (n = 1e10) of the largest."""
     r = ll - jnp.where(ok, m, 0.0)
     return jnp.where(r > W_FLOOR, jnp.exp(r), 0.0)
 
@@ -264,7 +259,7 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
     q, nb = len(lay.rows), lay.nbins
     names = tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const")
     pool = lik is not None and lay.psub > 0  # the block starts with pool sub-blocks (PSIS tail, reservoir)
-    ids = [stable_id(n) for n in names] + ([_GUMBEL_ID] if pool else [])
+    ids = [stable_id(n) for n in names] + ([GUMBEL] if pool else [])
     K = None
     if ids:  # every stream's key words at once (vmapped: one Threefry graph, not one per stream)
         words = jax.vmap(lambda i: _words(jax.random.fold_in(jax.random.fold_in(key, i), block)))
@@ -355,13 +350,6 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
     if "post" in acc:
         acc["post"]["hist"] = acc["post"]["hist"].reshape(q, nb + 2)
     return acc
-
-
-def mesh():
-    """A 1-D mesh over every device of every process (blocks are sharded along it)."""
-    from jax.sharding import Mesh
-
-    return Mesh(np.array(jax.devices()), ("blocks",))
 
 
 def make_call(lay: Layout, ndev: int):

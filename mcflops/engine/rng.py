@@ -1,12 +1,12 @@
 """Fast counter-based standard normals for the engine's hot loop (pure JAX, jittable).
 
-Why this exists: ``jax.random.normal`` runs at about 40-50M normals/s on a 2-core CPU. The
-threefry *algorithm* is not the slow part: JAX evaluates each 2x32 block once and then
+Why this exists: ``jax.random.normal`` is slow on a CPU, and the threefry *algorithm* is not the
+slow part: JAX evaluates each 2x32 block once and then
 concatenates the two output words, and XLA:CPU has no multi-output loop fusion, so it emits
 one fusion per word (each recomputing the block) plus a concatenate. Here every output element
 evaluates its own block, keeps one word, and turns it into a normal in the same elementwise
-fusion: one fused, vectorised, multi-threaded loop and no intermediate arrays. Measured numbers
-are in ``benchmarks/rng_bench.py``.
+fusion: one fused, vectorised, multi-threaded loop and no intermediate arrays. Measured numbers:
+``benchmarks/rng_bench.py`` and ``benchmarks/RESULTS.md``.
 
 Generators (both from Salmon, Moraes, Dror & Shaw, "Parallel random numbers: as easy as 1, 2, 3",
 SC'11, doi:10.1145/2063384.2063405; checked against the Random123 ``kat_vectors``):

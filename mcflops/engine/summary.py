@@ -1,4 +1,5 @@
-"""Summaries from the engine's sums: moments, quantiles from histograms, Monte Carlo errors.
+"""The engine's result (``Sums``) and reading it: effective sample size, the histograms' CDF and
+quantiles, moments, Monte Carlo errors.
 
 Computation only: returns plain dicts of floats (the CLI prints them, the report renders them).
 """
@@ -6,13 +7,47 @@ Computation only: returns plain dicts of floats (the CLI prints them, the report
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from mcflops.engine.driver import Sums
-
 QUANTILES = {"p5": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95}
+
+
+@dataclass
+class Sums:
+    """Float64 sums over all blocks, added in block order (what ``engine.run`` returns)."""
+
+    n: int
+    names: tuple[str, ...]
+    lo: np.ndarray
+    width: np.ndarray
+    prior: dict[str, np.ndarray]
+    first: np.ndarray  # [Q, KEEP] the first draws (prior sample)
+    post: dict[str, np.ndarray] | None = None
+    log_max: float = -np.inf  # max log-likelihood over draws (the reference of post sums)
+    below: np.ndarray | None = None
+    inside: np.ndarray | None = None
+    top: np.ndarray | None = None  # the largest log-likelihoods of the pool's draws, ascending (PSIS tail)
+    pool: int = 0  # draws the PSIS tail and the reservoir are taken from (engine.pool_subblocks)
+    reservoir: dict[str, np.ndarray] | None = None
+    blocks: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def ess(s0: float, s0w2: float) -> float:
+    """Kish's effective sample size of importance weights: (sum w)^2 / sum w^2 (Kish 1965, "Survey
+    Sampling", Sec. 11.7), from their sum ``s0`` and sum of squares ``s0w2``."""
+    return s0 * s0 / s0w2 if s0w2 > 0 else 0.0
+
+
+def hist_cdf(hist: np.ndarray, lo: float, width: float) -> tuple[np.ndarray, np.ndarray]:
+    """The bin edges of a histogram (underflow bin, bins of ``width`` from ``lo``, overflow bin) and its
+    CDF at them: the share of the weight below each edge (the under/overflow bins lie outside the edges)."""
+    nb = len(hist) - 2
+    edges = lo + width * np.arange(nb + 1)
+    return edges, np.concatenate([[hist[0]], hist[0] + np.cumsum(hist[1:-1])]) / hist.sum()
 
 
 def hist_quantiles(hist: np.ndarray, lo: float, width: float, probs) -> np.ndarray:
@@ -21,8 +56,9 @@ def hist_quantiles(hist: np.ndarray, lo: float, width: float, probs) -> np.ndarr
     Bin 0 collects values below ``lo`` and the last bin those above the range; a quantile that
     falls there is returned as NaN rather than guessed.
     """
-    total = hist.sum()
-    cum = np.cumsum(hist) / total
+    # hist_cdf's values, summed from bin 0 on: the same CDF but for the last bits when bin 0 holds weight
+    # (inputs' exact bin probabilities), in the order the stored summaries were computed with
+    cum = np.cumsum(hist) / hist.sum()
     out = []
     for p in np.atleast_1d(probs):
         i = int(np.searchsorted(cum, p, side="left"))
@@ -33,11 +69,6 @@ def hist_quantiles(hist: np.ndarray, lo: float, width: float, probs) -> np.ndarr
         frac = (p - prev) / max(cum[i] - prev, 1e-300)
         out.append(lo + (i - 1 + frac) * width)
     return np.asarray(out)
-
-
-def ess(s0: float, s0w2: float) -> float:
-    """Kish's effective sample size of importance weights: (sum w)^2 / sum w^2."""
-    return s0 * s0 / s0w2 if s0w2 > 0 else 0.0
 
 
 def quantity_stats(s: Mapping[str, np.ndarray], i: int, center: float, lo: float, width: float,

@@ -12,7 +12,7 @@ from typing import Mapping
 
 import numpy as np
 
-from mcflops.engine import summary
+from mcflops.engine import streams, summary
 from mcflops.inference import psis
 from mcflops.inference.summaries import hist_stats
 
@@ -21,7 +21,6 @@ ESS_MIN = 1000  # below this, the automatic method switches to NUTS
 # the CDF errs by up to w^2 max|f'| / 8 = 0.03 (w/s)^2 for a normal of sd s and bins of width w, i.e. under
 # 0.008 in probability (0.02 s in a quantile) at 2 bins per sd. Means and sds come from moment sums, exact.
 MIN_BINS = 2
-_RESAMPLE_ID = 0x7FFF_FFE1
 
 
 def reservoir_draws(sums, key) -> np.ndarray:
@@ -50,7 +49,7 @@ def reservoir_draws(sums, key) -> np.ndarray:
     lw = ll - logq
     w = np.exp(lw - lw.max())
     cum = np.cumsum(w / w.sum())
-    u0 = float(jax.random.uniform(jax.random.fold_in(key, _RESAMPLE_ID), ()))
+    u0 = float(jax.random.uniform(jax.random.fold_in(key, streams.RESAMPLE), ()))
     idx = np.searchsorted(cum, (u0 + np.arange(ll.size)) / ll.size, side="left")
     return D[:, np.minimum(idx, ll.size - 1)]
 

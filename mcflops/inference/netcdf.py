@@ -27,17 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from mcflops._version import version
+
 _LOG_2PI = math.log(2.0 * math.pi)
-
-
-def _version() -> str:
-    """mcflops's version, as api.version() gives it (api is a higher layer: not imported here)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("mcflops")
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0+unknown"
 
 
 def available() -> bool:
@@ -96,7 +88,7 @@ def _groups(res) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, 
             var_attrs[n] = a
     attrs = {"mcflops_name": spec.name, "seed": int(res.seed), "samples": int(res.samples),
              "method": str(post.get("method", "")), "flops_convention": spec.flops,
-             "spec_hash": spec.digest(), "mcflops_version": _version()}
+             "spec_hash": spec.digest(), "mcflops_version": version()}
     return data, var_attrs, attrs
 
 
@@ -128,7 +120,7 @@ def write_netcdf(res, path: str | Path) -> Path:
         for group, variables in data.items():
             g = f.create_group(group)
             g.attrs.update({"created_at": datetime.datetime.now(datetime.UTC).isoformat(),
-                            "creation_library": "mcflops", "creation_library_version": _version(),
+                            "creation_library": "mcflops", "creation_library_version": version(),
                             "creation_library_language": "Python"})
             if group == "observed_data":  # no sample dimensions (as arviz_base.from_dict writes it)
                 g.attrs["sample_dims"] = np.zeros(0)

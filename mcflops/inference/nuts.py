@@ -33,12 +33,12 @@ import numpy as np
 
 from mcflops.model import copula
 from mcflops.model.samplers import z_grid
+from mcflops.engine import streams
 from mcflops.engine.kernel import Likelihood, log_likelihood
 from mcflops.errors import SpecError
 from mcflops.model.compute import Model, evaluate
 
 SMOOTH_FRACTION = 50.0  # tau = (hi - lo) / SMOOTH_FRACTION for interval observations of outputs
-_NUTS_ID = 0x7FFF_FFE0
 
 
 def available() -> bool:
@@ -204,7 +204,7 @@ def run_nuts(key: jax.Array, model: Model, lik: Likelihood, *, chains: int = 4, 
     bounds = {n: jnp.asarray([-ZBOUND if lo is None else max(lo, -ZBOUND), ZBOUND if hi is None else min(hi, ZBOUND)],
                              jnp.float32) for n, (lo, hi) in trunc.items()}
     run = _driver(model, rest, bounds, names, truncated, chains, warmup, draws)
-    zs, div = jax.device_get(run(jax.random.fold_in(key, _NUTS_ID), model, rest, bounds))
+    zs, div = jax.device_get(run(jax.random.fold_in(key, streams.NUTS), model, rest, bounds))
     z = {k: np.asarray(v) for k, v in zs.items()}
     v = evaluate(model, copula.apply(model, {k: jnp.asarray(a) for k, a in z.items()}))
     d = {n: np.broadcast_to(np.asarray(v[n], np.float64), (chains, draws)) for n in model.names}

@@ -20,14 +20,6 @@ from mcflops.engine import summary
 HDI_PROB = 0.9
 
 
-def _hist_cdf(hist: np.ndarray, lo: float, width: float) -> tuple[np.ndarray, np.ndarray]:
-    """Bin edges (centred log) and the CDF at them; the under/overflow bins sit outside the edges."""
-    nb = len(hist) - 2
-    edges = lo + width * np.arange(nb + 1)
-    cdf = np.concatenate([[hist[0]], hist[0] + np.cumsum(hist[1:-1])]) / hist.sum()
-    return edges, cdf
-
-
 def _hdi_from_quantile(qf, prob: float = HDI_PROB, grid: int = 400) -> tuple[float, float]:
     """Shortest interval [Q(p), Q(p + prob)] over p in [0, 1 - prob] for a quantile function Q (linear units)."""
     p = np.linspace(0.0, 1.0 - prob, grid + 1)
@@ -44,7 +36,7 @@ def hist_stats(s: Mapping[str, np.ndarray], i: int, center: float, lo: float, wi
                n_eff: float) -> dict[str, Any]:
     """summary.quantity_stats plus the 90% HDI and MCSEs, from weighted sums (one quantity)."""
     out = summary.quantity_stats(s, i, center, lo, width, n_eff)
-    edges, cdf = _hist_cdf(np.asarray(s["hist"][i], np.float64), lo, width)
+    edges, cdf = summary.hist_cdf(np.asarray(s["hist"][i], np.float64), lo, width)
 
     def qf(p):  # quantiles in linear units; NaN where they fall into the under/overflow bins
         q = np.exp(center + np.interp(p, cdf, edges))
@@ -88,7 +80,7 @@ def _mcse(st: Mapping[str, Any], qf, n_eff: float) -> dict[str, float]:
 def prob_between(s: Mapping[str, np.ndarray], i: int, center: float, lo: float, width: float,
                  a: float, b: float) -> float:
     """P(a <= x <= b) of quantity i under weighted sums (interpolated histogram CDF); a may be 0."""
-    edges, cdf = _hist_cdf(np.asarray(s["hist"][i], np.float64), lo, width)
+    edges, cdf = summary.hist_cdf(np.asarray(s["hist"][i], np.float64), lo, width)
     la = math.log(a) - center if a > 0 else -math.inf
     fa, fb = np.interp([la, math.log(b) - center], edges, cdf, left=0.0, right=1.0)
     return float(fb - fa)

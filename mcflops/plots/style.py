@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from mcflops._version import version
+
 PRIOR = "#8c9db5"  # muted blue-grey: what we believed before the data
 POSTERIOR = "#c8553d"  # warm red: what the published figure implies
 OBSERVED = "#222222"  # the published figure itself
@@ -31,22 +33,12 @@ def provenance(spec_hash: str | None) -> Iterator[None]:
     metadata (text chunks SPEC_KEY and VERSION_KEY)."""
     old = dict(_stamp)
     if spec_hash:
-        _stamp.update({SPEC_KEY: str(spec_hash), VERSION_KEY: _version()})
+        _stamp.update({SPEC_KEY: str(spec_hash), VERSION_KEY: version()})
     try:
         yield
     finally:
         _stamp.clear()
         _stamp.update(old)
-
-
-def _version() -> str:
-    """mcflops's version, as api.version() gives it (api is a higher layer: not imported here)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("mcflops")
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0+unknown"
 
 
 def figure(height: float = 3.6, ncols: int = 1, nrows: int = 1, **kw):
