@@ -113,14 +113,17 @@ class Convention:
     per_token: Callable[[Any, Any], float]  # (architecture, N) -> FLOPs per token
     deviation: Callable[[Mapping[str, Any], Any, Any], Any]  # (d, alpha, xp) -> centred log FLOPs per token
     napkin: str  # the terminal's "FLOPs = ..." with {params} and {flops_per_token} to fill in
+    rule: str = ""  # FLOPs per token as the report writes it, with its source
 
 
 CONVENTIONS: dict[str, Convention] = {
     "6nd": Convention("6nd", ("params",), _per_token_6nd, _dev_6nd, "6·N·D = 6 x {params}"),
     "palm": Convention("palm", ("params",), _per_token_palm, _dev_palm,
-                       "FLOPs/token x D = (6N + 12·L·H·Q·T) {flops_per_token}"),
+                       "FLOPs/token x D = (6N + 12·L·H·Q·T) {flops_per_token}",
+                       "(6N + 12·L·H·Q·T) per token (PaLM, Chowdhery et al. 2022, App. B)"),
     "megatron": Convention("megatron", (), _per_token_megatron, _dev_megatron,
-                           "FLOPs/token x D = 72·l·h²(1 + s/6h + V/12lh) {flops_per_token}"),
+                           "FLOPs/token x D = 72·l·h²(1 + s/6h + V/12lh) {flops_per_token}",
+                           "72·l·h²·(1 + s/6h + V/12lh) per token (Narayanan et al. 2021, Eq. 3, no recompute)"),
 }
 
 

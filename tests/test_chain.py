@@ -174,11 +174,15 @@ def test_dependency_order():
     assert napkin.depends("gpu_hours", "megatron") == gpu[1:]
 
 
-def test_available_is_spec_outputs():
+def test_available_outputs_follow_their_inputs():
+    """Days need hardware.count, cost a price, energy a power (and PUE, defaulted with it): the rule the
+    README states, written out by hand here."""
     for count in (None, 512):
         for priors in (UNCERTAIN, {k: v for k, v in UNCERTAIN.items() if k not in ("price", "power", "pue")}):
             spec = _spec("6nd", None, priors, count)
-            assert napkin.available(spec.priors, spec.hardware.count) == spec.outputs
+            want = ("flops", "gpu_hours") + (("wall_days",) if count else ()) + \
+                (("cost",) if "price" in spec.priors else ()) + (("energy_mwh",) if "power" in spec.priors else ())
+            assert napkin.available(spec.priors, spec.hardware.count) == spec.outputs == want
 
 
 @pytest.mark.parametrize("flops", napkin.CONVENTIONS)

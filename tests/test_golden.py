@@ -1,6 +1,6 @@
 """Every prior file in priors/ gives the summary.json it gave before the package was reorganised into layers:
 the stored copies in tests/golden/ were made by the flat package (tests/golden/make.py), and only the
-version, the timings and the measured seconds may differ. A change that is meant to move the numbers
+version, the device, the timings and the measured seconds may differ. A change that is meant to move the numbers
 regenerates them and says why."""
 
 from __future__ import annotations

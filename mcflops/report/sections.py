@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from typing import Mapping
 
+from mcflops import chain
 from mcflops.numbers import format_number
 from mcflops.spec import INPUTS
 from mcflops.report.blocks import HEADLINE_FIGURE, B, Box, C, Items, P, Section, Sub, Table, _accelerator, _and, _count, _fig_blocks, fmt, interval, label, median_ci, missing, num, ordinal, stat
@@ -102,9 +103,9 @@ def napkin(run) -> Section:
         flops = ["FLOPs = 6 · N · D = 6 × ", f4("params"), " × ", f4("tokens"), " = ", B(fmt("flops", ch["flops"], 4)),
                  " (Kaplan et al. 2020)."]
     else:
-        rule = {"palm": "(6N + 12·L·H·Q·T) per token (PaLM, Chowdhery et al. 2022, App. B)",
-                "megatron": "72·l·h²·(1 + s/6h + V/12lh) per token (Narayanan et al. 2021, Eq. 3, no recompute)"}
-        flops = [f"FLOPs = {rule.get(conv, conv + ' per token')} × D = ", fmt("flops", ch.get("flops_per_token"), 4),
+        known = chain.CONVENTIONS.get(conv)
+        rule = known.rule if known is not None and known.rule else f"{conv} per token"
+        flops = [f"FLOPs = {rule} × D = ", fmt("flops", ch.get("flops_per_token"), 4),
                  " × ", f4("tokens"), " = ", B(fmt("flops", ch["flops"], 4)), "."]
     steps = [flops, ["GPU-hours = FLOPs / (peak × MFU × goodput) / 3600 = ", fmt("flops", ch["flops"], 4), " / (",
                      f4("peak_flops"), " × ", fmt("mfu", ch["mfu"], 4), " × ", fmt("goodput", ch["goodput"], 4),

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
-
-if TYPE_CHECKING:
-    from mcflops.spec.types import Spec
+from typing import Any, Mapping
 
 
-def resolved_dict(spec: Spec) -> dict[str, Any]:
-    """The spec with every default filled in, as plain data (also the resolved prior file)."""
+def resolved_dict(spec) -> dict[str, Any]:
+    """The :class:`~mcflops.spec.Spec` with every default filled in, as plain data (also the resolved prior
+    file). Its module sits below the Spec's (``Spec.digest`` hashes this), so it takes the spec untyped."""
     d: dict[str, Any] = {"name": spec.name, "description": spec.description, "seed": spec.seed,
                          "samples": spec.samples, "flops": spec.flops}
     h = spec.hardware

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from mcflops import chain as napkin
 from mcflops.priors.dist import Dist
 from mcflops.spec.reported import Reported
 from mcflops.spec.resolved import resolved_dict
@@ -128,15 +129,9 @@ class Spec:
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        """The outputs this spec can compute (cost needs a price, days a count, energy a power)."""
-        out = ["flops", "gpu_hours"]
-        if self.hardware.count:
-            out.append("wall_days")
-        if "price" in self.priors:
-            out.append("cost")
-        if "power" in self.priors:
-            out.append("energy_mwh")
-        return tuple(out)
+        """The outputs this spec can compute (cost needs a price, days a count, energy a power): the napkin
+        chain's outputs whose every term the file has."""
+        return napkin.available(self.priors, self.hardware.count)
 
     @property
     def uncertain(self) -> tuple[str, ...]:
