@@ -62,7 +62,9 @@ def _compare_rows(key, models, lik, block, size, output: str):
     return jnp.stack([da, db, db - da]), None
 
 
-def _block(key, params, lik, lo, inv, thr, block, n_valid, rows, static, size, nbins):
+def _block(key, params, lik, bins, block, n_valid, rows, static, size, nbins):
+    """One block's weighted histograms of the rows; ``bins``: (lo, 1 / width, thresholds) per row."""
+    lo, inv, thr = bins
     X, ll = rows(key, params, lik, block, size, *static)
     q = X.shape[0]
     valid = jnp.arange(size) < n_valid
@@ -84,8 +86,8 @@ def _block(key, params, lik, lo, inv, thr, block, n_valid, rows, static, size, n
 
 
 @partial(jax.jit, static_argnames=("rows", "static", "size", "nbins"))
-def _hist_call(key, params, lik, lo, inv, thr, blocks, n_valid, *, rows, static, size, nbins):
-    return jax.lax.map(lambda a: _block(key, params, lik, lo, inv, thr, a[0], a[1], rows, static, size, nbins),
+def _hist_call(key, params, lik, bins, blocks, n_valid, *, rows, static, size, nbins):
+    return jax.lax.map(lambda a: _block(key, params, lik, bins, a[0], a[1], rows, static, size, nbins),
                        (blocks, n_valid))
 
 
@@ -112,12 +114,12 @@ def reduce(key: jax.Array, rows: Callable, params: Any, lik, n: int, *, static: 
     acc: dict[str, Any] | None = None
     log_max = -np.inf
     mn, mx = np.full(q, np.inf), np.full(q, -np.inf)
+    bins = tuple(jnp.asarray(x, jnp.float32) for x in (lo, 1.0 / width, thr))
     for b in range(nblocks):
         nv = min(n - b * size, size)
-        out = jax.device_get(_hist_call(key, params, lik, jnp.asarray(lo, jnp.float32),
-                                        jnp.asarray(1.0 / width, jnp.float32), jnp.asarray(thr, jnp.float32),
-                                        jnp.asarray([b], jnp.uint32), jnp.asarray([nv], jnp.int32),
-                                        rows=rows, static=static, size=size, nbins=NBINS))
+        out = jax.device_get(_hist_call(key, params, lik, bins, jnp.asarray([b], jnp.uint32),
+                                        jnp.asarray([nv], jnp.int32), rows=rows, static=static, size=size,
+                                        nbins=NBINS))
         blk = {k: np.asarray(v[0], np.float64) for k, v in out.items()}
         mn, mx = np.minimum(mn, blk["min"]), np.maximum(mx, blk["max"])
         m = float(blk["m"])

@@ -138,14 +138,3 @@ def write_netcdf(res, path: str | Path) -> Path:
                 g.create_variable(n, ("chain", "draw"), data=np.asarray(v, np.float64), fillvalue=np.nan)
     return path
 
-
-def output_hook(folder: Path, res, summary: dict) -> None:
-    """cli._OUTPUT_HOOKS entry: DIR/posterior.nc when there is a posterior; a note when ArviZ is missing."""
-    if res.posterior is None:
-        return
-    if not available():
-        note = "posterior.nc not written: install h5netcdf (pip install 'mcflops[full]')"
-        res.notes.append(note)
-        summary.setdefault("notes", []).append(note)
-        return
-    write_netcdf(res, Path(folder) / "posterior.nc")
