@@ -3,37 +3,16 @@ printed as a table or --json; with --out, compare.json and compare.png (the hist
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from mcflops.cli import figures, write
-from mcflops.cli.progress import progress
-from mcflops.cli.session import plain, primary, samples, setup_jax
+from mcflops.cli import figures
+from mcflops.cli.session import analysis_command, plain, samples
 from mcflops.cli.tables import table
 from mcflops.numbers import format_number as fmt
 
 
 def command(args) -> int:
-    setup_jax()
-    with progress(args.quiet or args.json) as bar:
-        data = compute(args, bar)
-    if not primary():
-        return 0
-    if args.out:
-        out = Path(args.out)
-        write.write_outputs(out, "compare.json", data, figures.compare(data), where=str(args.out))
-        data["out"] = str(out)
-    if args.json:
-        print(json.dumps(data, indent=2))
-    else:
-        from rich.console import Console
-
-        con = Console()
-        show_compare(con, data)
-        if "out" in data:
-            con.print(f"\n[dim]wrote {data['out']}/[/dim]")
-    return 0
+    return analysis_command(args, compute, "compare.json", figures.compare, show_compare)
 
 
 def compute(args, progress) -> dict[str, Any]:

@@ -50,3 +50,32 @@ def samples(n):
     if n is not None:
         check_samples(n, lambda m, *a: SpecError(m, field="--samples"))
     return n
+
+
+def analysis_command(args, compute, json_name: str, figures_of, show) -> int:
+    """The shape of `sensitivity`, `plan` and `compare`: compute (with a progress bar), then on process 0
+    write ``json_name`` and the figures ``figures_of(data)`` to --out, then print (--json or ``show``)."""
+    import json
+    from pathlib import Path
+
+    from mcflops.cli import write
+    from mcflops.cli.progress import progress
+
+    setup_jax()
+    with progress(args.quiet or args.json) as bar:
+        data = compute(args, bar)
+    if not primary():
+        return 0
+    if args.out:
+        write.write_outputs(Path(args.out), json_name, data, figures_of(data), where=str(args.out))
+        data["out"] = str(args.out)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    from rich.console import Console
+
+    con = Console()
+    show(con, data)
+    if "out" in data:
+        con.print(f"\n[dim]wrote {data['out']}/[/dim]")
+    return 0
