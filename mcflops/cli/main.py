@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from mcflops.cli import write
 from mcflops.cli.args import EXIT_BAD_INPUT, EXIT_INTERRUPTED, build_parser
+from mcflops.cli.progress import interrupts
 from mcflops.errors import SpecError
 
 # command -> the module of mcflops.cli that runs it (its ``command(args)``), imported when used:
@@ -31,7 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_BAD_INPUT
     try:
-        return importlib.import_module(f"mcflops.cli.{COMMANDS[args.command]}").command(args)
+        with interrupts():
+            return importlib.import_module(f"mcflops.cli.{COMMANDS[args.command]}").command(args)
     except SpecError as e:
         print(f"mcflops: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

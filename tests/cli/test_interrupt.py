@@ -145,3 +145,29 @@ def test_swap_puts_the_previous_report_back_if_the_second_rename_fails(tmp_path,
         write.swap(new, out)
     assert tree(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [".report.tmp-x", "report"]
+
+
+def test_a_swallowed_ctrl_c_still_stops_the_run(tmp_path, monkeypatch, capsys):
+    """A KeyboardInterrupt that lands where it is caught and dropped (JAX's garbage-collection callbacks print
+    "Exception ignored" and go on) is raised again at the next block: the run stops with 130, nothing written."""
+    from mcflops import api
+
+    calls = []
+
+    def run(spec, *, progress=None, **kw):
+        try:
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C ...
+        except KeyboardInterrupt:
+            pass  # ... swallowed, as by a callback that cannot propagate it
+        calls.append("swallowed")
+        progress(1, 2)  # the next block
+        calls.append("went on")
+        raise AssertionError("the run went on after Ctrl-C")
+
+    monkeypatch.setattr(api, "run", run)
+    out = tmp_path / "report"
+    assert cli.main(["run", str(OK), "--out", str(out), "--quiet"]) == cli.EXIT_INTERRUPTED
+    assert calls == ["swallowed"]
+    assert not out.exists()
+    assert capsys.readouterr().err.strip() == "mcflops: interrupted; nothing was written"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's handler is back
