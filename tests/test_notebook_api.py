@@ -179,3 +179,21 @@ def test_calibrate_small():
     json.dumps(d)
     with pytest.raises(SpecError):
         mcflops.calibrate(draws=10)
+
+
+def test_readme_python_example_runs(monkeypatch, capsys):
+    """The README's Python API example, verbatim, from the repository root."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    blocks = re.findall(r"```python\n(.*?)```", (root / "README.md").read_text(), flags=re.S)
+    assert blocks, "the README documents the Python API"
+    monkeypatch.chdir(root)
+    scope: dict = {}
+    exec(compile(blocks[0], "README.md", "exec"), scope)
+    assert isinstance(scope["res"], mcflops.Result) and scope["res"].posterior is not None
+    assert scope["prior"].posterior is None
+    lines = capsys.readouterr().out.splitlines()
+    medians = [float(line.split()[-1]) for line in lines[-3:]]
+    assert medians[0] > medians[1] > medians[2]  # higher MFU, fewer GPU-hours
