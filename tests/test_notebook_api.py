@@ -197,3 +197,21 @@ def test_readme_python_example_runs(monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     medians = [float(line.split()[-1]) for line in lines[-3:]]
     assert medians[0] > medians[1] > medians[2]  # higher MFU, fewer GPU-hours
+
+
+def test_the_notebook_executes(monkeypatch):
+    """reports/notebook.ipynb, executed top to bottom in a fresh kernel from the repository root."""
+    from pathlib import Path
+
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    monkeypatch.setenv("JUPYTER_PLATFORM_DIRS", "1")  # jupyter_core's own paths, without its warning
+    root = Path(__file__).resolve().parents[1]
+    nb = nbformat.read(root / "reports" / "notebook.ipynb", as_version=4)
+    code = "".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "mcflops." in code and "from mcflops" not in code and "mcflops.api" not in code  # the public API only
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(root)}}).execute()
+    first = nb.cells[1].outputs[0]["data"]
+    assert "text/html" in first and "gpu_hours" in first["text/html"] and "Result(llama405b" in first["text/plain"]
+    assert "0.35" in nb.cells[-1].outputs[0]["data"]["text/plain"]
