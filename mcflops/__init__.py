@@ -4,11 +4,13 @@ Public API (a notebook uses it the way the CLI does)::
 
     import mcflops
     spec = mcflops.load_spec("priors/llama405b.yaml")   # or a dict
-    res = mcflops.run(spec, samples=1_000_000)
-    res.prior["gpu_hours"]["p50"], res.posterior["mfu"]
+    res = mcflops.run(spec, samples=1_000_000)          # the displayed result: a few lines, or HTML
+    res.quantile("gpu_hours", 0.9), res.table(), res.to_arviz()
+    mcflops.plan(spec, deadline_days=90)                # also: sample, compare, sensitivity, calibrate
 """
 
-from mcflops.api import Result as Result, device_name as device_name, run as run
+from mcflops.api import (Result as Result, calibrate as calibrate, compare as compare, device_name as device_name,
+                         plan as plan, run as run, sample as sample, sensitivity as sensitivity)
 from mcflops._version import version as version
 from mcflops.errors import SpecError as SpecError
 from mcflops.spec import Spec as Spec, load_spec as load_spec, resolved_dict as resolved_dict

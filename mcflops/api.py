@@ -1,7 +1,15 @@
-"""The public API a notebook uses, and the CLI wraps: load a spec, run it, get a result."""
+"""The public API a notebook uses, and the CLI wraps: load a spec, run it, get a result.
+
+Every function takes a prior file's path, a mapping (a notebook's dict) or a :class:`Spec`, and the
+keyword overrides ``samples=``, ``seed=`` and ``key=`` (a JAX key in place of ``jax.random.key(seed)``).
+:func:`run` and :func:`sample` give a :class:`Result`; :func:`plan`, :func:`compare`, :func:`sensitivity`
+and :func:`calibrate` give the plain dicts the CLI writes as plan.json, compare.json, sensitivity.json and
+calibration.json (JSON types: one vocabulary for the files, the CLI's ``--json`` and the notebook).
+"""
 
 from __future__ import annotations
 
+import html
 import math
 import threading
 import time
@@ -16,7 +24,12 @@ from mcflops import chain as napkin
 from mcflops._version import version, versions
 
 from mcflops.errors import SpecError
-from mcflops.spec import SensitivityOptions, Spec, check_samples, load_spec, resolved_dict
+from mcflops.numbers import format_number
+from mcflops.spec import SensitivityOptions, Spec, check_samples, load_spec, plan_options, resolved_dict, sensitivity_options
+
+SpecLike = Spec | str | Path | Mapping
+Progress = Callable[[int, int], None] | None
+HEADLINE = ("gpu_hours", "wall_days", "cost")  # what a notebook's display leads with (those the spec has)
 
 
 def device_name() -> str:
@@ -30,23 +43,127 @@ def device_name() -> str:
 @dataclass
 class Result:
     """What a run produced: summaries as plain data, a bounded set of draws, and the raw sums. :func:`run`
-    assembles it from what the layers return; nothing below this module writes into it."""
+    assembles it from what the layers return; nothing below this module writes into it.
 
-    spec: Spec
+    ``posterior_draws`` hold one draw fewer than ``draws`` (engine.KEEP - 1): the reservoir keeps the KEEP
+    largest keys and the smallest of them is the threshold that weights the others (priority sampling), so it
+    is not itself a draw. In a notebook it shows as a few lines (``repr``) or a table (``_repr_html_``)."""
+
+    spec: Spec = field(repr=False)
     seed: int
     samples: int
-    chain: dict[str, float]
-    prior: dict[str, dict[str, float]]
-    observed: dict[str, dict[str, Any]]
-    draws: dict[str, np.ndarray]  # kept prior draws (linear units), at most engine.KEEP each
-    posterior: dict[str, Any] | None = None
-    posterior_draws: dict[str, np.ndarray] | None = None
-    sensitivity: dict[str, Any] | None = None
+    chain: dict[str, float] = field(repr=False)
+    prior: dict[str, dict[str, float]] = field(repr=False)
+    observed: dict[str, dict[str, Any]] = field(repr=False)
+    draws: dict[str, np.ndarray] = field(repr=False)  # kept prior draws (linear units), at most engine.KEEP each
+    posterior: dict[str, Any] | None = field(default=None, repr=False)
+    posterior_draws: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    sensitivity: dict[str, Any] | None = field(default=None, repr=False)
     device: str = ""
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict, repr=False)
     sums: Any = field(default=None, repr=False)
     model: Any = field(default=None, repr=False)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list, repr=False)
+
+    def __repr__(self) -> str:
+        lines = [f"Result({self.spec.name}: {self.samples:,} draws, seed {self.seed}, {self.device}, "
+                 f"{self.timings.get('total_s', 0.0):.2f} s)"]
+        for name in self._headline():
+            line = f"  {name:<10} prior p5 {_q(self.prior[name], 'p5')}, p50 {_q(self.prior[name], 'p50')}, " \
+                   f"p95 {_q(self.prior[name], 'p95')}"
+            if self.posterior and isinstance(self.posterior.get(name), dict):
+                line += f"; posterior p50 {_q(self.posterior[name], 'p50')}"
+            lines.append(line)
+        if self.posterior:
+            lines.append(f"  posterior: {self._diagnostics()}")
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:  # IPython's pretty printer
+        p.text(repr(self))
+
+    def _repr_html_(self) -> str:
+        """The headline (p5 / p50 / p95 of GPU-hours, days and cost; the posterior beside the prior when there
+        is one), the posterior's diagnostics and the notes; every piece of the file's text escaped."""
+        esc = html.escape
+        cols = ["prior p5", "prior p50", "prior p95"]
+        if self.posterior:
+            cols += ["posterior p5", "posterior p50", "posterior p95"]
+        head = "".join(f"<th>{c}</th>" for c in ["quantity", *cols])
+        rows = []
+        for name in self._headline():
+            cells = [_q(self.prior[name], k) for k in ("p5", "p50", "p95")]
+            if self.posterior:
+                post = self.posterior.get(name)
+                cells += [_q(post, k) if isinstance(post, dict) else "" for k in ("p5", "p50", "p95")]
+            rows.append(f"<tr><td>{esc(name)}</td>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+        parts = [f"<div class=\"mcflops-result\"><p><b>{esc(self.spec.name)}</b> {esc(self.spec.description or '')}<br>"
+                 f"<small>seed {self.seed} &middot; {self.samples:,} draws &middot; {esc(self.device)}</small></p>",
+                 f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"]
+        if self.posterior:
+            parts.append(f"<p>posterior: {esc(self._diagnostics())}</p>")
+        if self.notes:
+            parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in self.notes) + "</ul>")
+        return "".join(parts) + "</div>"
+
+    def _headline(self) -> list[str]:
+        return [n for n in HEADLINE if isinstance(self.prior.get(n), dict)]
+
+    def _diagnostics(self) -> str:
+        post = self.posterior or {}
+        out = [f"method {post.get('method')}", f"ESS {post.get('ess', float('nan')):,.0f}"]
+        for k, label in (("pareto_k", "Pareto k"), ("max_r_hat", "max R-hat"), ("divergences", "divergences")):
+            if post.get(k) is not None:
+                out.append(f"{label} {post[k]:.3g}" if isinstance(post[k], float) else f"{label} {post[k]}")
+        return ", ".join(out)
+
+    def quantile(self, name: str, q, which: str | None = None):
+        """Quantile(s) ``q`` (in [0, 1]) of ``name`` under the prior or the posterior (``which``; default: the
+        posterior when there is one), read the way the summary reads its p5..p95: from the run's histogram
+        (prior, importance-sampled posterior) or from the draws (NUTS). A float for a float ``q``, else an array."""
+        from mcflops.engine import summary
+
+        which = which or ("posterior" if self.posterior else "prior")
+        if which not in ("prior", "posterior") or (which == "posterior" and not self.posterior):
+            raise ValueError(f"which: expected 'prior'{' or posterior' if self.posterior else ''}, got {which!r}")
+        qs = np.asarray(q, np.float64)
+        if np.any((qs < 0) | (qs > 1)):
+            raise ValueError(f"q: expected quantiles in [0, 1], got {q!r}")
+        if name in self.spec.priors and self.spec.priors[name].family == "point":
+            out = np.full(qs.shape, float(self.spec.priors[name].params["value"]))
+        elif self.sums is None or name not in self.sums.names:
+            raise KeyError(f"{name!r} is not a quantity of this run (quantities: {', '.join(self.prior)})")
+        elif which == "posterior" and self.posterior.get("method") == "nuts":
+            out = np.quantile(np.asarray(self.posterior_draws[name], np.float64), qs)
+        else:
+            i = self.sums.names.index(name)
+            s = self.sums.prior if which == "prior" else self.sums.post
+            v = summary.hist_quantiles(s["hist"][i], self.sums.lo[i], self.sums.width[i], qs.ravel())
+            # math.exp, element by element, as the summary's p5..p95 are computed (the same floats)
+            out = np.asarray([math.exp(self.model.centers[name] + float(x)) for x in v]).reshape(qs.shape)
+        return float(out) if out.ndim == 0 else out
+
+    def table(self):
+        """The summaries as rows (quantity, distribution, mean, sd, p5..p95, mcse_p50): a pandas DataFrame
+        when pandas is installed, else a list of dicts."""
+        from mcflops.engine.summary import QUANTILES
+
+        cols = ("mean", "sd", *QUANTILES, "mcse_p50")
+        rows = []
+        for which, stats in (("prior", self.prior), ("posterior", self.posterior or {})):
+            for name, st in stats.items():
+                if isinstance(st, dict) and "p50" in st:
+                    rows.append({"quantity": name, "distribution": which, **{c: st.get(c) for c in cols}})
+        try:
+            import pandas
+        except ImportError:
+            return rows
+        return pandas.DataFrame(rows)
+
+    def to_arviz(self):
+        """The prior, posterior, observed data and log-likelihood as an ArviZ DataTree: what posterior.nc holds."""
+        from mcflops.inference import netcdf
+
+        return netcdf.to_datatree(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The content of summary.json (plain JSON types)."""
@@ -66,6 +183,11 @@ class Result:
         return jsonable(d)
 
 
+def _q(stats: Mapping[str, Any], k: str) -> str:
+    v = stats.get(k)
+    return format_number(v) if isinstance(v, (int, float)) and math.isfinite(v) else "n/a"
+
+
 def jsonable(x: Any) -> Any:
     """``x`` in plain JSON types (str keys, lists, Python numbers; NaN and inf become None)."""
     if isinstance(x, Mapping):
@@ -80,12 +202,13 @@ def jsonable(x: Any) -> Any:
     return x
 
 
-def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: int | None = None,
-        progress: Callable[[int, int], None] | None = None, posterior: bool = True,
-        method: str = "auto", sensitivity: bool | SensitivityOptions = False, nuts: Mapping[str, int] | None = None) -> Result:
+def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, key=None,
+        progress: Progress = None, posterior: bool = True, method: str = "auto",
+        sensitivity: bool | SensitivityOptions = False, nuts: Mapping[str, int] | None = None) -> Result:
     """Run a spec: the prior predictive of every output, and the posterior when it observes something.
 
     ``spec`` may be a :class:`Spec`, a path to a prior file, or a mapping (a notebook's dict).
+    ``key``: a JAX key in place of ``jax.random.key(seed)`` (``seed`` is still what the result records).
     ``sensitivity``: True for the analysis the file's ``sensitivity:`` block asks for, or the options
     themselves (``mcflops.spec.sensitivity_options(spec, ...)``, e.g. with command-line overrides).
     ``nuts``: NUTS's ``chains``, ``warmup`` and ``draws``.
@@ -97,21 +220,14 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
     from mcflops.engine import summary
 
     engine.setup()  # devices and hosts, before the first JAX computation (idempotent)
-    if not isinstance(spec, Spec):
-        spec = load_spec(spec)
-    samples = spec.samples if samples is None else int(samples)
-    check_samples(samples, lambda m, *a: SpecError(m, field="--samples"))
-    seed = spec.seed if seed is None else int(seed)
-    if seed < 0:
-        raise SpecError("expected a seed >= 0", field="--seed")
-    if samples != spec.samples or seed != spec.seed:
-        spec = Spec(**{**spec.__dict__, "samples": samples, "seed": seed})
+    spec = _overridden(spec, samples, seed)
+    samples, seed = spec.samples, spec.seed
     # the file's sensitivity: block (checked at load), or options with the command line's overrides
     sens_opts = sensitivity if isinstance(sensitivity, SensitivityOptions) else spec.sensitivity if sensitivity else None
     t0 = time.perf_counter()
     m = model_mod.build_model(spec)
     lik = engine.build_likelihood(spec, m)
-    key = jax.random.key(seed)
+    key = jax.random.key(seed) if key is None else key
     with _alongside(m, sens_opts, key) as background:
         sums = engine.run(key, m, lik, samples, progress=progress)
         t1 = time.perf_counter()
@@ -153,6 +269,93 @@ def run(spec: Spec | str | Path | Mapping, *, samples: int | None = None, seed: 
                       notes=list(post.notes) if post is not None else [])
 
 
+def _overridden(spec: SpecLike, samples: int | None, seed: int | None) -> Spec:
+    """``spec`` loaded (a path or a mapping), with ``samples`` and ``seed`` checked as the CLI checks them."""
+    if not isinstance(spec, Spec):
+        spec = load_spec(spec)
+    samples = spec.samples if samples is None else int(samples)
+    check_samples(samples, lambda m, *a: SpecError(m, field="--samples"))
+    seed = spec.seed if seed is None else int(seed)
+    if seed < 0:
+        raise SpecError("expected a seed >= 0", field="--seed")
+    if samples != spec.samples or seed != spec.seed:
+        spec = Spec(**{**spec.__dict__, "samples": samples, "seed": seed})
+    return spec
+
+
+def sample(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, key=None,
+           progress: Progress = None) -> Result:
+    """The prior predictive only (``mcflops sample``): no posterior, no sensitivity analysis."""
+    return run(spec, samples=samples, seed=seed, key=key, progress=progress, posterior=False)
+
+
+def plan(spec: SpecLike, *, deadline_days=None, prob=None, gpus=None, budget_hours=None, budget_usd=None,
+         posterior: bool = False, samples: int | None = None, seed: int | None = None, key=None,
+         progress: Progress = None) -> dict[str, Any]:
+    """``mcflops plan``: accelerators for a deadline, days on a cluster, tokens in a budget (the options
+    override the file's ``plan:`` block and are checked as it is); what plan.json holds."""
+    from mcflops import engine
+    from mcflops.analysis import plan as plan_mod
+
+    engine.setup()
+    spec = _overridden(spec, samples, seed)
+    opts = plan_options(spec, deadline_days=deadline_days, prob=prob, gpus=gpus, budget_hours=budget_hours,
+                        budget_usd=budget_usd)
+    return jsonable(plan_mod.plan(spec, opts, posterior=posterior, key=key, progress=progress))
+
+
+def compare(spec_a: SpecLike, spec_b: SpecLike, *, output: str = "gpu_hours", samples: int | None = None,
+            seed: int | None = None, key=None, progress: Progress = None) -> dict[str, Any]:
+    """``mcflops compare``: B against A on common random numbers (samples and seed: A's unless given);
+    what compare.json holds."""
+    from mcflops import engine
+    from mcflops.analysis import plan as plan_mod
+
+    engine.setup()
+    a = _overridden(spec_a, samples, seed)
+    b = spec_b if isinstance(spec_b, Spec) else load_spec(spec_b)
+    return jsonable(plan_mod.compare(a, b, output=output, key=key, progress=progress))
+
+
+def sensitivity(spec: SpecLike, *, output: str | None = None, sweeps: list[str] | None = None,
+                points: int | None = None, sobol_samples: int | None = None, samples: int | None = None,
+                seed: int | None = None, key=None, progress: Progress = None) -> dict[str, Any]:
+    """``mcflops sensitivity``: tornado, Sobol and Shapley indices, correlations, sweeps (the options override
+    the file's ``sensitivity:`` block; ``sweeps`` as ``["mfu=0.30:0.45"]``); what sensitivity.json holds."""
+    spec = _overridden(spec, samples, seed)
+    opts = sensitivity_options(spec, output=output, sweeps=sweeps, points=points, sobol_samples=sobol_samples)
+    res = run(spec, key=key, progress=progress, sensitivity=opts)
+    return jsonable({"name": spec.name, "seed": res.seed, "samples": res.samples, **res.sensitivity})
+
+
+def calibrate(*, chains: int = 4, draws: int = 300, seed: int = 0, key=None, loo: bool = True) -> dict[str, Any]:
+    """``mcflops calibrate``: the fit of effective utilization (MFU x goodput) to the published runs that ship
+    with the package (so it takes no spec), and its leave-one-out check; what calibration.json holds
+    (without the CLI's pass/fail targets). ``draws``: NUTS's warm-up and kept draws per chain."""
+    import jax
+
+    from mcflops import calibration as cal
+    from mcflops import engine
+
+    if int(chains) < 1 or int(draws) < 50:
+        raise SpecError("expected chains >= 1 and draws >= 50", field="--draws")
+    engine.setup()
+    cfg = cal.Config(chains=int(chains), warmup=int(draws), draws=int(draws))
+    runs = cal.load_runs()
+    key = jax.random.key(seed) if key is None else key
+    fit = cal.fit(jax.random.fold_in(key, 0), runs, cfg)
+    summ = fit.summary()
+    data: dict[str, Any] = {
+        "seed": seed, "runs": runs.n, "fit_id": cal.fit_id(cfg, seed),
+        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.__dict__.items()},
+        "fit_seconds": round(fit.seconds, 2), "divergences": fit.divergences,
+        "max_r_hat": max(s["r_hat"] for s in summ.values()), "min_ess": min(s["ess"] for s in summ.values()),
+        "posterior": summ, "population": cal.population_table(fit)}
+    if loo:
+        data["loo"] = cal.loo(jax.random.fold_in(key, 1), runs, cfg).to_dict()
+    return jsonable(data)
+
+
 @contextmanager
 def _alongside(m, sens_opts, key):
     """The sensitivity analysis's prior part (tornado, Sobol, Shapley, sweeps) as a future, computed in a thread
@@ -178,4 +381,5 @@ def _alongside(m, sens_opts, key):
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["Result", "run", "load_spec", "resolved_dict", "version", "device_name"]
+__all__ = ["Result", "calibrate", "compare", "device_name", "load_spec", "plan", "resolved_dict", "run", "sample",
+           "sensitivity", "version"]

@@ -15,7 +15,10 @@ _NUMBER = re.compile(r"^([+-]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d
 
 
 def parse_number(value: object) -> float | None:
-    """The float a YAML scalar stands for, or None if it is not a number (bools are not numbers)."""
+    """The float a YAML scalar stands for, or None if it is not a number (bools are not numbers).
+
+    NumPy scalars and one-element arrays count as the number they hold: a notebook's sweep makes them."""
+    value = python_scalar(value)
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -35,6 +38,20 @@ def parse_number(value: object) -> float | None:
             return None
         return out if math.isfinite(out) else None
     return None
+
+
+def python_scalar(value: object) -> object:
+    """A NumPy scalar or one-element array as the Python scalar it holds (``np.int64(4096)`` -> 4096,
+    ``np.array([0.4])`` -> 0.4, ``np.bool_`` -> bool); anything else unchanged. Duck-typed (``.item()`` and a
+    size of one), so reading a prior file does not import NumPy."""
+    item = getattr(value, "item", None)
+    if item is None or isinstance(value, (str, bytes)) or getattr(value, "size", None) != 1:
+        return value
+    try:
+        out = item()
+    except (TypeError, ValueError):
+        return value
+    return out if isinstance(out, (bool, int, float, str)) else value
 
 
 def format_number(x: float, digits: int = 4) -> str:

@@ -4,6 +4,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import mcflops
@@ -115,3 +116,17 @@ def test_readme_commands_and_ci_agree():
     assert test_cmd in ci.splitlines(), "CI must run the README's test command verbatim"
     assert run_cmd.startswith("python3 -m venv .venv")
     assert (ROOT / "priors" / "llama405b.yaml").exists()
+
+
+def test_numpy_scalars_in_a_dict():
+    spec = {**SPEC, "seed": np.int64(3), "samples": np.int64(50_000),
+            "hardware": {**SPEC["hardware"], "count": np.int64(16384)},
+            "priors": {**SPEC["priors"], "mfu": {"beta": {"mean": np.float64(0.40), "sd": np.array([0.03])}}},
+            "observe": {"gpu_hours": {"value": np.float64(30.84e6), "sigma": np.array(0.05)}},
+            "plan": {"deadline_days": np.int32(90)}}
+    plain = {**SPEC, "plan": {"deadline_days": 90}}
+    assert mcflops.load_spec(spec).digest() == mcflops.load_spec(plain).digest()
+    with pytest.raises(mcflops.SpecError, match="got bool"):
+        mcflops.load_spec({**SPEC, "seed": np.bool_(True)})
+    with pytest.raises(mcflops.SpecError):
+        mcflops.load_spec({**SPEC, "samples": np.array([1, 2])})  # two numbers where one goes

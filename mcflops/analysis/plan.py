@@ -161,8 +161,10 @@ def cdf(h: Mapping[str, Any], row: int, x) -> np.ndarray:
 # ----------------------------------------------------------------------------- the questions
 
 def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, seed: int | None = None,
-         posterior: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Answer the planning questions of ``opts`` (default: the file's ``plan:``) from one blocked pass."""
+         posterior: bool = False, progress: Callable[[int, int], None] | None = None,
+         key: jax.Array | None = None) -> dict[str, Any]:
+    """Answer the planning questions of ``opts`` (default: the file's ``plan:``) from one blocked pass
+    (``key``: in place of ``jax.random.key(seed)``)."""
     opts = spec.plan if opts is None else opts
     n = spec.samples if samples is None else int(samples)
     seed = spec.seed if seed is None else int(seed)
@@ -173,7 +175,7 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
             raise SpecError("--posterior needs an `observe:` block in the file", path=spec.path, field="--posterior")
         lik = engine.build_likelihood(spec, model)
     with_price = "price" in spec.priors
-    h = reduce(jax.random.key(seed), _plan_rows, model, lik, n, static=(with_price,), progress=progress)
+    h = reduce(jax.random.key(seed) if key is None else key, _plan_rows, model, lik, n, static=(with_price,), progress=progress)
     c = model.centers
     ch = c["gpu_hours"]
     centres = [ch, ch - c["tokens"]] + ([ch - c["tokens"] + c["price"]] if with_price else [])
@@ -217,8 +219,9 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
 
 
 def compare(spec_a, spec_b, *, output: str = "gpu_hours", samples: int | None = None, seed: int | None = None,
-            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """B against A on common random numbers: both outputs' quantiles and the distribution of B / A."""
+            progress: Callable[[int, int], None] | None = None, key: jax.Array | None = None) -> dict[str, Any]:
+    """B against A on common random numbers: both outputs' quantiles and the distribution of B / A
+    (``key``: in place of ``jax.random.key(seed)``)."""
     for s in (spec_a, spec_b):
         if output not in s.outputs:
             raise SpecError(f"'{output}' is not an output of this file (outputs: {', '.join(s.outputs)})",
@@ -227,7 +230,7 @@ def compare(spec_a, spec_b, *, output: str = "gpu_hours", samples: int | None = 
     seed = spec_a.seed if seed is None else int(seed)
     ma, mb = build_model(spec_a), build_model(spec_b)
     shift = mb.centers[output] - ma.centers[output]  # log(B/A) = shift + (dB - dA)
-    h = reduce(jax.random.key(seed), _compare_rows, (ma, mb), None, n, static=(output,),
+    h = reduce(jax.random.key(seed) if key is None else key, _compare_rows, (ma, mb), None, n, static=(output,),
                thresholds=[0.0, 0.0, -shift], progress=progress)
     probs = [0.05, 0.25, 0.5, 0.75, 0.95]
     names = ("p5", "p25", "p50", "p75", "p95")

@@ -31,7 +31,8 @@ def reservoir_draws(sums, key) -> np.ndarray:
     weighting each kept draw by w_i / q_i makes it unbiased (Kool, van Hoof & Welling 2019, "Stochastic
     beams and where to find them", Sec. 4.1; Duffield, Lund & Thorup 2007, priority sampling).
     Systematic resampling (Kitagawa 1996) turns those weights into equal ones: when the ESS is much
-    larger than K the weights are already equal and every draw is kept once.
+    larger than K the weights are already equal and every draw is kept once. The threshold is a key, not a
+    draw, so a reservoir of K keys gives K - 1 draws (engine.KEEP - 1 posterior draws against KEEP prior ones).
     """
     import jax
 

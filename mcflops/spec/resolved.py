@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from mcflops.numbers import python_scalar
+
 
 def resolved_dict(spec) -> dict[str, Any]:
     """The :class:`~mcflops.spec.Spec` with every default filled in, as plain data (also the resolved prior
@@ -41,7 +43,9 @@ def resolved_dict(spec) -> dict[str, Any]:
 
 
 def plain(x: Any) -> Any:
-    """YAML's values as plain Python data: mappings to dicts with text keys, lists, numbers, text."""
+    """YAML's values as plain Python data: mappings to dicts with text keys, lists, numbers, text (a
+    notebook's NumPy scalars as the numbers they hold)."""
+    x = python_scalar(x)
     if isinstance(x, Mapping):
         return {str(k): plain(v) for k, v in x.items()}
     if isinstance(x, list):
