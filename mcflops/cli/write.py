@@ -124,7 +124,7 @@ def write_outputs(out: Path, name: str, data: Mapping[str, Any], figures: Mappin
     atomically. An error names ``where`` (default: the file that failed, else the folder)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        replace_file(out / name, lambda p: p.write_text(json.dumps(data, indent=2) + "\n"))
+        replace_text(out / name, json.dumps(data, indent=2) + "\n")
         for fig, draw in figures.items():
             try:
                 replace_file(out / fig, draw)
@@ -137,7 +137,7 @@ def write_outputs(out: Path, name: str, data: Mapping[str, Any], figures: Mappin
 def write_fit(path: Path, fit: Mapping[str, Any], where: Path) -> None:
     """The calibration fit as compact JSON (`calibrate --write`), replaced atomically."""
     try:
-        replace_file(path, lambda p: p.write_text(json.dumps(fit, separators=(",", ":")) + "\n"))
+        replace_text(path, json.dumps(fit, separators=(",", ":")) + "\n")
     except OSError as e:
         raise _cannot_write(e, str(e.filename or where)) from None
 
@@ -152,19 +152,51 @@ def rerender_report(folder: Path, where: str) -> None:
 
     for name, text in render(folder, label=label(folder)).items():
         try:
-            replace_file(folder / name, lambda p, text=text: p.write_text(text, encoding="utf-8"))
+            replace_text(folder / name, text)
         except OSError as e:
             raise SpecError(f"cannot write {name}: {e.strerror}", path=where) from None
 
 
 def replace_file(path: Path, write: Writer) -> None:
-    """Write via a temporary file in the same folder, then rename: a file is never half-written."""
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    """Write via a temporary file in the same folder, then rename: a file is never half-written.
+
+    The temporary file is created exclusively under a random name (never a name someone could have
+    planted a symbolic link at), with the permissions the umask gives a new file."""
+    tmp = _exclusive_file(path)
     try:
         write(tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def replace_text(path: Path, text: str) -> None:
+    """``text`` (UTF-8) into ``path`` via an exclusively created temporary file written through its own
+    descriptor (the path is not opened again), then renamed into place."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    tmp = Path(name)
+    try:
+        os.fchmod(fd, _new_file_mode())
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _exclusive_file(path: Path) -> Path:
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)  # O_CREAT | O_EXCL
+    try:
+        os.fchmod(fd, _new_file_mode())
+    finally:
+        os.close(fd)
+    return Path(name)
+
+
+def _new_file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def label(folder: Path) -> str:
@@ -179,24 +211,27 @@ def label(folder: Path) -> str:
 def swap(tmp: Path, out: Path) -> None:
     """Put the finished folder in place with two renames, Ctrl-C held off until both are done.
 
-    If the second rename fails the previous report is moved back: the folder is always either the
-    old report or the new one, never a mixture and never missing.
+    The previous report is first moved into a folder created exclusively for it (a random name, so
+    nothing planted beside the report can stand in its way or receive it). If the second rename fails
+    the previous report is moved back: the folder is always either the old report or the new one,
+    never a mixture.
     """
-    old = None
+    holder = None
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
     try:
         if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
+            holder = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, holder / out.name)
         try:
             os.replace(tmp, out)
         except BaseException:
-            if old is not None:
-                os.replace(old, out)
+            if holder is not None:
+                os.replace(holder / out.name, out)
+                holder.rmdir()
             raise
         WRITTEN.append(str(out))
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        if holder is not None:
+            shutil.rmtree(holder, ignore_errors=True)
     finally:
         if blocked is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
