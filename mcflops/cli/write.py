@@ -19,7 +19,9 @@ from typing import Any, Callable, Mapping
 from mcflops.errors import SpecError
 
 WRITTEN: list[str] = []  # folders swapped into place by this process (for the Ctrl-C message)
-REPORT_MARKER = "summary.json"  # a folder holding this is a report that `run` may replace
+REPORT_MARKER = "summary.json"  # a report that `run` may replace holds this, written by mcflops
+REPORT_KEYS = frozenset({"name", "seed", "samples", "spec_hash", "version"})  # in every summary.json written
+REPORT_FILES = frozenset({REPORT_MARKER, "spec.resolved.yaml", "report.md", "report.html", "posterior.nc"})
 NETCDF_MISSING = "posterior.nc not written: install h5netcdf (pip install 'mcflops[full]')"
 FIGURES_MISSING = "posterior figures not drawn: install matplotlib (pip install 'mcflops[full]')"
 
@@ -30,7 +32,7 @@ def check_out(out: Path) -> None:
     """Refuse an output folder that `run` must not replace: a file, or a folder that is not a report.
 
     `run` replaces its output folder as a whole, so `--out .` or `--out ~/data` would delete what is
-    there: only an empty folder or a previous report (it holds summary.json) may be replaced.
+    there: only an empty folder or a previous report may be replaced (``is_report``).
     """
     where = str(out)
     if out.is_symlink():
@@ -38,15 +40,36 @@ def check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise SpecError("exists and is not a folder; give a new folder or a previous report folder",
                         path=where, field="--out")
-    if out.is_dir() and any(out.iterdir()) and not (out / REPORT_MARKER).is_file():
-        raise SpecError(f"exists and is not an mcflops report (no {REPORT_MARKER}); it would be replaced as a "
-                        "whole, so give a new folder", path=where, field="--out")
+    if out.is_dir() and any(out.iterdir()):
+        why = not_a_report(out)
+        if why:
+            raise SpecError(f"exists and is not an mcflops report ({why}); it would be replaced as a whole, so "
+                            "give a new folder", path=where, field="--out")
     parent = out.resolve().parent
     for p in (parent, *parent.parents):
         if p.exists():
             if not p.is_dir():
                 raise SpecError(f"{p} is not a folder", path=where, field="--out")
             break
+
+
+def not_a_report(folder: Path) -> str | None:
+    """Why ``folder`` is not a report `run` wrote (None when it is one): its summary.json must be a JSON
+    object with mcflops' own keys, and it must hold nothing but the files a report holds (plain files,
+    no subfolders), so that replacing it loses nothing else."""
+    try:
+        with (folder / REPORT_MARKER).open("rb") as f:
+            data = json.loads(f.read(1 << 26))
+    except FileNotFoundError:
+        return f"no {REPORT_MARKER}"
+    except (OSError, ValueError, RecursionError):
+        return f"its {REPORT_MARKER} is not mcflops' JSON"
+    if not isinstance(data, dict) or not REPORT_KEYS <= data.keys():
+        return f"its {REPORT_MARKER} lacks mcflops' keys {', '.join(sorted(REPORT_KEYS))}"
+    for p in sorted(folder.iterdir()):
+        if p.is_symlink() or not p.is_file() or not (p.name in REPORT_FILES or p.suffix == ".png"):
+            return f"it holds {p.name!r}, which a report does not"
+    return None
 
 
 def run_files(res) -> tuple[list[Writer], list[str]]:
