@@ -111,6 +111,7 @@ def write_run(out: Path, res, data: dict[str, Any]) -> None:
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 would outlive the swap: a report is shared like any folder
     except OSError as e:
         raise SpecError(f"cannot write here: {e.strerror}", path=str(out), field="--out") from None
     try:
@@ -217,9 +218,13 @@ def _exclusive_file(path: Path) -> Path:
 
 
 def _new_file_mode() -> int:
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
-    return 0o666 & ~mask
+    return mask
 
 
 def label(folder: Path) -> str:

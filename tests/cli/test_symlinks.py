@@ -1,6 +1,7 @@
 """Nothing outside the output folder is written: links planted in a shared report folder at the names
 temporary files once had (from the process id) or at any other guessable name do not redirect a
-write. Every command that writes into a folder is tried with a victim file behind the links."""
+write. Every command that writes into a folder is tried with a victim file behind the links. What is
+written gets the modes the umask gives, as any new file or folder (not the temporary files' 0600/0700)."""
 
 from __future__ import annotations
 
@@ -99,3 +100,15 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_run_folder_gets_the_umask_not_0700(tmp_path, capsys):
+    out = tmp_path / "report"
+    old = os.umask(0o022)
+    try:
+        assert cli.main(["run", str(OK), "--out", str(out), "--quiet", "--json"]) == 0
+    finally:
+        os.umask(old)
+    capsys.readouterr()
+    assert out.stat().st_mode & 0o777 == 0o755
+    assert (out / "summary.json").stat().st_mode & 0o777 == 0o644
