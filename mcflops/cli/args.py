@@ -17,10 +17,20 @@ class _Parser(argparse.ArgumentParser):
 def _positive_int(text: str) -> int:
     from mcflops.numbers import parse_number
 
+    digits = text.strip().replace("_", "")
+    if digits.isascii() and digits.isdigit() and len(digits) <= 100:  # exactly, not through a float
+        return int(digits)
     x = parse_number(text)
     if x is None or x != int(x) or x < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number like 1e6 or 1_000_000, got '{text}'")
     return int(x)
+
+
+def _seed(text: str) -> int:
+    seed = _positive_int(text)
+    if seed >= 2**63:  # the bound a prior file's seed: has too
+        raise argparse.ArgumentTypeError(f"expected a seed below 2**63, got '{text}'")
+    return seed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sp, out=True):
         sp.add_argument("file", help="prior file (YAML), e.g. priors/llama405b.yaml")
         sp.add_argument("--samples", type=_positive_int, help="Monte Carlo draws (default: the file's samples:)")
-        sp.add_argument("--seed", type=_positive_int, help="random seed (default: the file's seed:)")
+        sp.add_argument("--seed", type=_seed, help="random seed (default: the file's seed:)")
         sp.add_argument("--json", action="store_true", help="print the summary as JSON on stdout instead of tables")
         sp.add_argument("--quiet", action="store_true", help="no progress bar")
         if out:
@@ -66,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "calibrated prior that `mfu: {calibrated: true}` uses, and predict each run's hours from "
                         "the others (leave-one-out: coverage of 90% intervals, median error, interval width). "
                         "Writes calibration.json and calibration.png to --out.")
-    ca.add_argument("--seed", type=_positive_int, default=0, help="random seed (default 0)")
+    ca.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
     ca.add_argument("--chains", type=_positive_int, default=4, help="NUTS chains (default 4)")
     ca.add_argument("--draws", type=_positive_int, default=300, help="warm-up and kept draws per chain (default 300)")
     ca.add_argument("--no-loo", action="store_true", help="skip the leave-one-out check (one fit only)")
@@ -122,7 +132,7 @@ def _sens_parsers(sub, common) -> None:
     cp.add_argument("file_b", help="prior file B")
     cp.add_argument("--output", default="gpu_hours", help="the output to compare (default gpu_hours)")
     cp.add_argument("--samples", type=_positive_int, help="Monte Carlo draws (default: A's samples:)")
-    cp.add_argument("--seed", type=_positive_int, help="random seed (default: A's seed:)")
+    cp.add_argument("--seed", type=_seed, help="random seed (default: A's seed:)")
     cp.add_argument("--json", action="store_true", help="print the result as JSON on stdout instead of tables")
     cp.add_argument("--quiet", action="store_true", help="no progress bar")
     cp.add_argument("--out", help=out_help)

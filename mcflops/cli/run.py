@@ -85,6 +85,10 @@ def print_result(res, data: dict[str, Any]) -> None:
     con = Console() if sys.stdout.isatty() else Console(width=120)
     spec = res.spec
     ch = data["chain"]
+    checks = (data.get("posterior") or {}).get("checks") or {}
+    if checks.get("passed") is False:  # the first line, before any number
+        con.print(f"[bold red]WARNING:[/bold red] the posterior failed its checks ({escape('; '.join(checks['why']))}): "
+                  "its numbers below are not reliable; do not quote them")
     con.print(f"[bold]{escape(spec.name)}[/bold]  {escape(spec.description)}")
     con.print(f"[dim]seed {res.seed} · {res.samples:,} draws · {res.device} · "
               f"{res.timings.get('total_s', 0):.2f} s · flops convention {spec.flops}[/dim]\n")

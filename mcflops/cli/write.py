@@ -19,7 +19,9 @@ from typing import Any, Callable, Mapping
 from mcflops.errors import SpecError
 
 WRITTEN: list[str] = []  # folders swapped into place by this process (for the Ctrl-C message)
-REPORT_MARKER = "summary.json"  # a folder holding this is a report that `run` may replace
+REPORT_MARKER = "summary.json"  # a report that `run` may replace holds this, written by mcflops
+REPORT_KEYS = frozenset({"name", "seed", "samples", "spec_hash", "version"})  # in every summary.json written
+REPORT_FILES = frozenset({REPORT_MARKER, "spec.resolved.yaml", "report.md", "report.html", "posterior.nc"})
 NETCDF_MISSING = "posterior.nc not written: install h5netcdf (pip install 'mcflops[full]')"
 FIGURES_MISSING = "posterior figures not drawn: install matplotlib (pip install 'mcflops[full]')"
 
@@ -30,7 +32,7 @@ def check_out(out: Path) -> None:
     """Refuse an output folder that `run` must not replace: a file, or a folder that is not a report.
 
     `run` replaces its output folder as a whole, so `--out .` or `--out ~/data` would delete what is
-    there: only an empty folder or a previous report (it holds summary.json) may be replaced.
+    there: only an empty folder or a previous report may be replaced (``is_report``).
     """
     where = str(out)
     if out.is_symlink():
@@ -38,15 +40,36 @@ def check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise SpecError("exists and is not a folder; give a new folder or a previous report folder",
                         path=where, field="--out")
-    if out.is_dir() and any(out.iterdir()) and not (out / REPORT_MARKER).is_file():
-        raise SpecError(f"exists and is not an mcflops report (no {REPORT_MARKER}); it would be replaced as a "
-                        "whole, so give a new folder", path=where, field="--out")
+    if out.is_dir() and any(out.iterdir()):
+        why = not_a_report(out)
+        if why:
+            raise SpecError(f"exists and is not an mcflops report ({why}); it would be replaced as a whole, so "
+                            "give a new folder", path=where, field="--out")
     parent = out.resolve().parent
     for p in (parent, *parent.parents):
         if p.exists():
             if not p.is_dir():
                 raise SpecError(f"{p} is not a folder", path=where, field="--out")
             break
+
+
+def not_a_report(folder: Path) -> str | None:
+    """Why ``folder`` is not a report `run` wrote (None when it is one): its summary.json must be a JSON
+    object with mcflops' own keys, and it must hold nothing but the files a report holds (plain files,
+    no subfolders), so that replacing it loses nothing else."""
+    try:
+        with (folder / REPORT_MARKER).open("rb") as f:
+            data = json.loads(f.read(1 << 26))
+    except FileNotFoundError:
+        return f"no {REPORT_MARKER}"
+    except (OSError, ValueError, RecursionError):
+        return f"its {REPORT_MARKER} is not mcflops' JSON"
+    if not isinstance(data, dict) or not REPORT_KEYS <= data.keys():
+        return f"its {REPORT_MARKER} lacks mcflops' keys {', '.join(sorted(REPORT_KEYS))}"
+    for p in sorted(folder.iterdir()):
+        if p.is_symlink() or not p.is_file() or not (p.name in REPORT_FILES or p.suffix == ".png"):
+            return f"it holds {p.name!r}, which a report does not"
+    return None
 
 
 def run_files(res) -> tuple[list[Writer], list[str]]:
@@ -88,6 +111,7 @@ def write_run(out: Path, res, data: dict[str, Any]) -> None:
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 would outlive the swap: a report is shared like any folder
     except OSError as e:
         raise SpecError(f"cannot write here: {e.strerror}", path=str(out), field="--out") from None
     try:
@@ -124,7 +148,7 @@ def write_outputs(out: Path, name: str, data: Mapping[str, Any], figures: Mappin
     atomically. An error names ``where`` (default: the file that failed, else the folder)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        replace_file(out / name, lambda p: p.write_text(json.dumps(data, indent=2) + "\n"))
+        replace_text(out / name, json.dumps(data, indent=2) + "\n")
         for fig, draw in figures.items():
             try:
                 replace_file(out / fig, draw)
@@ -137,7 +161,7 @@ def write_outputs(out: Path, name: str, data: Mapping[str, Any], figures: Mappin
 def write_fit(path: Path, fit: Mapping[str, Any], where: Path) -> None:
     """The calibration fit as compact JSON (`calibrate --write`), replaced atomically."""
     try:
-        replace_file(path, lambda p: p.write_text(json.dumps(fit, separators=(",", ":")) + "\n"))
+        replace_text(path, json.dumps(fit, separators=(",", ":")) + "\n")
     except OSError as e:
         raise _cannot_write(e, str(e.filename or where)) from None
 
@@ -152,19 +176,55 @@ def rerender_report(folder: Path, where: str) -> None:
 
     for name, text in render(folder, label=label(folder)).items():
         try:
-            replace_file(folder / name, lambda p, text=text: p.write_text(text, encoding="utf-8"))
+            replace_text(folder / name, text)
         except OSError as e:
             raise SpecError(f"cannot write {name}: {e.strerror}", path=where) from None
 
 
 def replace_file(path: Path, write: Writer) -> None:
-    """Write via a temporary file in the same folder, then rename: a file is never half-written."""
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    """Write via a temporary file in the same folder, then rename: a file is never half-written.
+
+    The temporary file is created exclusively under a random name (never a name someone could have
+    planted a symbolic link at), with the permissions the umask gives a new file."""
+    tmp = _exclusive_file(path)
     try:
         write(tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def replace_text(path: Path, text: str) -> None:
+    """``text`` (UTF-8) into ``path`` via an exclusively created temporary file written through its own
+    descriptor (the path is not opened again), then renamed into place."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    tmp = Path(name)
+    try:
+        os.fchmod(fd, _new_file_mode())
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _exclusive_file(path: Path) -> Path:
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)  # O_CREAT | O_EXCL
+    try:
+        os.fchmod(fd, _new_file_mode())
+    finally:
+        os.close(fd)
+    return Path(name)
+
+
+def _new_file_mode() -> int:
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def label(folder: Path) -> str:
@@ -179,24 +239,27 @@ def label(folder: Path) -> str:
 def swap(tmp: Path, out: Path) -> None:
     """Put the finished folder in place with two renames, Ctrl-C held off until both are done.
 
-    If the second rename fails the previous report is moved back: the folder is always either the
-    old report or the new one, never a mixture and never missing.
+    The previous report is first moved into a folder created exclusively for it (a random name, so
+    nothing planted beside the report can stand in its way or receive it). If the second rename fails
+    the previous report is moved back: the folder is always either the old report or the new one,
+    never a mixture.
     """
-    old = None
+    holder = None
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
     try:
         if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            os.replace(out, old)
+            holder = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, holder / out.name)
         try:
             os.replace(tmp, out)
         except BaseException:
-            if old is not None:
-                os.replace(old, out)
+            if holder is not None:
+                os.replace(holder / out.name, out)
+                holder.rmdir()
             raise
         WRITTEN.append(str(out))
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        if holder is not None:
+            shutil.rmtree(holder, ignore_errors=True)
     finally:
         if blocked is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

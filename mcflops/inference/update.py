@@ -3,7 +3,9 @@
 (summaries.py), and the findings the report states (findings.py).
 
 ``auto`` switches to NUTS when k-hat > 0.7 or ESS < 1000, or when the posterior is narrower than the
-engine's histogram can resolve, and says why in the notes.
+engine's histogram can resolve, and says why in the notes. A posterior that fails its checks (NUTS's
+R-hat above 1.01 or its ESS below 1000; importance sampling poor with nothing to fall back on) carries
+``checks = {"passed": False, "why": [...]}`` so that the report and the terminal can say so first.
 """
 
 from __future__ import annotations
@@ -83,7 +85,21 @@ def posterior(key, spec, model, sums, lik, *, method: str = "auto", sampler: Cal
     if lines:
         out["findings"] = lines
         notes += lines
+    failed = _nuts_failures(out) if use_nuts else why
+    if failed:
+        out["checks"] = {"passed": False, "why": list(failed)}
     return Posterior(out, linear, tuple(notes))
+
+
+def _nuts_failures(out: Mapping[str, Any]) -> list[str]:
+    """What NUTS's diagnostics fail (Vehtari et al. 2021: R-hat < 1.01 and enough effective draws);
+    a non-finite R-hat fails too."""
+    why = []
+    if not float(out["rhat"]) <= 1.01:
+        why.append(f"R-hat {out['rhat']:.3f} > 1.01 (the chains disagree)")
+    if not float(out["ess"]) >= ESS_MIN:
+        why.append(f"NUTS effective sample size {out['ess']:.0f} < {ESS_MIN}")
+    return why
 
 
 def _nuts_summary(r: Mapping[str, Any], names, stats, khat: float, is_diag: dict, chains: int, warmup: int,

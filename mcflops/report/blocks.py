@@ -148,6 +148,24 @@ def stat(block: Any, name: str) -> dict | None:
     return d if isinstance(d, Mapping) and num(d.get("p50")) else None
 
 
+def failed_checks(summary: Mapping) -> list[str] | None:
+    """Why the run's posterior failed its checks (summary.json's posterior.checks), or None when it passed
+    or there is none; a verdict without reasons still counts as failed."""
+    post = summary.get("posterior")
+    checks = post.get("checks") if isinstance(post, Mapping) else None
+    if not isinstance(checks, Mapping) or checks.get("passed") is not False:
+        return None
+    why = checks.get("why")
+    return [str(w) for w in why] if isinstance(why, list) and why else ["no reason recorded"]
+
+
+def posterior_warning(why: Sequence[str]) -> P:
+    """The warning a failed posterior opens with: what failed, and what not to quote."""
+    return P([B("Warning: the posterior failed its checks"), f" ({'; '.join(why)}). Its numbers (the posterior "
+              "MFU, goodput and every posterior column) are not reliable and should not be quoted; the prior "
+              "predictive is unaffected."], "note")
+
+
 def median_ci(name: str, st: Mapping | None) -> str:
     return f"{fmt(name, st['p50'])} (90%: {interval(name, st.get('p5'), st.get('p95'))})" if st else "n/a"
 

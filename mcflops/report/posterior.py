@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from mcflops.report.blocks import _POST, _SENS, B, C, P, Section, Sub, Table, _fig_blocks, _figs, fmt, interval, label, median_ci, missing, num, stat
+from mcflops.report.blocks import _POST, _SENS, B, C, P, Section, Sub, Table, _fig_blocks, _figs, failed_checks, fmt, interval, label, median_ci, missing, num, posterior_warning, stat
 from mcflops.spec import OUTPUTS
 
 # ---- 3. what the published figure implies -----------------------------------------------------
@@ -42,6 +42,9 @@ def implied(run) -> Section:
             sec.blocks.append(missing("no posterior: the prior file observes nothing (add an ", C("observe:"),
                                       " block with the published figure)"))
         return sec
+    failed = failed_checks(s)
+    if failed:
+        sec.blocks.append(posterior_warning(failed))
     m0, m1 = stat(prior, "mfu"), stat(post, "mfu")
     if m0 and m1:
         sec.blocks.append(P(["Posterior MFU ", B(median_ci("mfu", m1)), " against the prior ", median_ci("mfu", m0),
@@ -82,7 +85,10 @@ def implied(run) -> Section:
                                  "They trade off only weakly here; the figure measures their product.")]))
     sec.blocks += figures("ridge", "pair", "joint")
     q = _quote(run)
-    if q:
+    if q and failed:  # withheld: a failed posterior is not a sentence to quote
+        sec.blocks += [Sub("A sentence a reviewer can quote"),
+                       P(["None: the posterior failed its checks, so no sentence is offered."], "missing")]
+    elif q:
         sec.blocks += [Sub("A sentence a reviewer can quote"), P([q], "quote")]
     sec.blocks += figures()
     names = [n for n in (*(run.spec.uncertain if run.spec else ()), *OUTPUTS) if stat(prior, n) or stat(post, n)]

@@ -13,7 +13,7 @@ from typing import Mapping
 from mcflops import chain
 from mcflops.numbers import format_number
 from mcflops.spec import INPUTS
-from mcflops.report.blocks import HEADLINE_FIGURE, B, Box, C, Items, P, Section, Sub, Table, _accelerator, _and, _count, _fig_blocks, fmt, interval, label, median_ci, missing, num, ordinal, stat
+from mcflops.report.blocks import HEADLINE_FIGURE, B, Box, C, Items, P, Section, Sub, Table, _accelerator, _and, _count, _fig_blocks, failed_checks, fmt, interval, label, median_ci, missing, num, ordinal, posterior_warning, stat
 
 # ---- 1. headline ------------------------------------------------------------------------------
 
@@ -22,6 +22,9 @@ def headline(run) -> Section:
     s = run.summary
     sec = Section("headline", "1. Headline")
     prior, post = s.get("prior") or {}, s.get("posterior") or {}
+    failed = failed_checks(s)
+    if failed:  # first, before any number
+        sec.blocks.append(posterior_warning(failed))
     gh = stat(prior, "gpu_hours")
     if gh is None:
         sec.blocks.append(missing("summary.json has no prior-predictive GPU-hours"))
@@ -45,7 +48,9 @@ def headline(run) -> Section:
     for name, o in (s.get("observed") or {}).items():
         box.append(P(_observed_sentence(name, o)))
     m = stat(post, "mfu")
-    if m and stat(prior, "mfu"):
+    if m and stat(prior, "mfu") and failed:
+        box.append(P(["The posterior MFU is not stated here: the posterior failed its checks (see above)."]))
+    elif m and stat(prior, "mfu"):
         box.append(P(["Given the published figure, the run-average MFU is ", B(fmt("mfu", m["p50"])),
                       f" (90%: {interval('mfu', m.get('p5'), m.get('p95'))}; prior "
                       f"{median_ci('mfu', prior['mfu'])}). See section 3."]))

@@ -29,7 +29,7 @@ from mcflops.spec.types import CONVENTIONS, MAX_SAMPLES, Spec
 # parses it into a frozen value (a Spec field), and a line in _build and in resolved_dict.
 TOP_KEYS = ("name", "description", "seed", "samples", "hardware", "flops", "architecture", "priors",
             "observe", "reported", "sensitivity", "correlations", "plan")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # fullmatch: `$` would let a final newline through
 MAX_LOG_OUTPUT = 300 * math.log(10)  # every output's within 1e-300..1e300 (float64 holds 1.8e308)
 
 
@@ -58,11 +58,11 @@ def _build(data: Mapping, where: Fields) -> Spec:
             raise where.error(f"missing required key '{req}'", data, None, req)
 
     name = data["name"]
-    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
         raise where.error("expected a name of letters, digits, '.', '_' or '-' (it names the output folder), "
                           f"got {kind(name)}", data, "name", "name")
     description = (where.text(data, "description", "description") or "") if data.get("description") else ""
-    seed = int(where.number(data, "seed", "seed", integer=True, minimum=0)) if "seed" in data else 0
+    seed = _seed(where, data) if "seed" in data else 0
     if seed >= 2**63:
         raise where.error("expected a seed below 2**63", data, "seed", "seed")
     samples = int(where.number(data, "samples", "samples", integer=True)) if "samples" in data \
@@ -117,3 +117,14 @@ def _check_output_range(ctx: Fields, spec: Spec, node: Mapping) -> None:
             raise ctx.error(f"these priors let {out} reach [1e{e10[0]:.0f}, 1e{e10[1]:.0f}] in their 1e-15 tails, "
                             "beyond what a float holds; "
                             f"check the units and spreads (most extreme input: {extreme})", node, "priors", "priors")
+
+
+def _seed(where, data) -> int:
+    """The seed exactly: a YAML integer is taken as it is (through a float, 2**53 + 1 would become 2**53
+    and 2**63 - 1 would round up to 2**63); other spellings (1e6, 1M) go through the number parser."""
+    raw = data["seed"]
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        if raw < 0:
+            raise where.error(f"expected a number >= 0, got {raw}", data, "seed", "seed")
+        return int(raw)
+    return int(where.number(data, "seed", "seed", integer=True, minimum=0))

@@ -36,10 +36,10 @@ def tree(folder: Path) -> dict[str, bytes]:
 def previous_report(parent: Path) -> Path:
     out = parent / "report"
     out.mkdir()
-    (out / "summary.json").write_text('{"name": "previous", "samples": 1}\n')
+    (out / "summary.json").write_text('{"name": "previous", "seed": 1, "samples": 1, "spec_hash": "0", '
+                                      '"version": "0"}\n')  # mcflops' own keys: a report run may replace
     (out / "report.md").write_text("# the previous report\n")
-    (out / "figures").mkdir()
-    (out / "figures" / "x.png").write_bytes(bytes(range(256)))
+    (out / "old.png").write_bytes(bytes(range(256)))  # a figure this run will not draw
     return out
 
 
@@ -120,7 +120,7 @@ def test_a_finished_run_replaces_the_whole_folder(tmp_path, capsys):
     assert cli.main(["run", str(OK), "--out", str(out), "--quiet", "--json"]) == 0
     capsys.readouterr()
     files = tree(out)
-    assert "figures/x.png" not in files and b"previous" not in files["summary.json"]
+    assert "old.png" not in files and b"previous" not in files["summary.json"]
     assert {"summary.json", "spec.resolved.yaml"} <= set(files)
     assert [p.name for p in tmp_path.iterdir()] == ["report"]  # no .report.tmp-* or .report.old-* left
 
