@@ -88,6 +88,13 @@ class Counts:
     def training_flops_per_token(self) -> float:
         return 3.0 * self.flops_per_token  # forward + backward (2x), Narayanan et al. 2021, App.
 
+    def to_dict(self) -> dict:
+        """Plain data: the counts, forward and training FLOPs per token, and the forward components."""
+        return {"params_total": self.params_total, "params_active": self.params_active,
+                "embedding": self.embedding, "flops_per_token": self.flops_per_token,
+                "training_flops_per_token": self.training_flops_per_token,
+                "six_n": 6.0 * self.params_active, "components": dict(self.flops)}
+
 
 def attention_params(s: Shape) -> int:
     """Weights of one attention block (no norm)."""
