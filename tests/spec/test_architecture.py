@@ -130,3 +130,16 @@ def test_existing_conventions_keep_their_numbers():
                           "priors": {**BASE["priors"], "params": 70.55e9}}, path="p.yaml")
         n = 70.55e9 if conv == "palm" else None
         assert flops_per_token(plain, n) == flops_per_token(full, n)
+
+
+def test_every_shipped_prior_file_states_a_countable_architecture():
+    from pathlib import Path
+
+    files = sorted((Path(__file__).resolve().parents[2] / "priors").glob("*.yaml"))
+    assert len(files) >= 10
+    for f in files:
+        s = load_spec(f)
+        c = s.architecture.counts()
+        assert c is not None, f.name
+        n = s.priors["params"].params["value"] if "params" in s.priors else c.params_active
+        assert abs(n - c.params_active) <= 0.02 * c.params_active, f.name
