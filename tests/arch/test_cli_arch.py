@@ -33,8 +33,12 @@ def test_arch_of_a_config_json(tmp_path, capsys):
     assert "routed experts (active)" in out and "at seq_len 32768" in out
 
 
-def test_arch_without_a_countable_architecture_is_one_line(capsys):
-    rc, out, err = run(["arch", "priors/gpt3-175b.yaml"], capsys)
+def test_arch_without_a_countable_architecture_is_one_line(tmp_path, capsys):
+    p = tmp_path / "p.yaml"
+    p.write_text("name: p\nhardware: {accelerator: h100-sxm}\n"
+                 "architecture: {layers: 2, d_model: 8, heads: 2, seq_len: 16, vocab: 10}\n"
+                 "priors: {params: 1e9, tokens: 1e9, mfu: 0.4}\n")
+    rc, out, err = run(["arch", p], capsys)
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and "no architecture to count" in err
 
