@@ -15,9 +15,10 @@ from mcflops.spec.types import INPUTS, Hardware
 MAX_LOG_INPUT = 100 * math.log(10)  # every input's extreme draws within 1e-100..1e100
 
 
-def parse_priors(where: Fields, data: Mapping, flops: str) -> dict[str, Dist | None]:
+def parse_priors(where: Fields, data: Mapping, flops: str, params_optional: bool = False) -> dict[str, Dist | None]:
     """The file's priors in file order; None stands for a recipe ({calibrated: ...}, {failures: ...}),
-    resolved by :func:`resolve_recipes` once the hardware is known."""
+    resolved by :func:`resolve_recipes` once the hardware is known. ``params_optional``: the architecture
+    counts them."""
     node = where.mapping(data, "priors", "priors")
     where.keys(node, INPUTS, "priors", what="input", listing=f"inputs: {', '.join(INPUTS)}")
     priors: dict[str, Dist | None] = {}
@@ -28,7 +29,7 @@ def parse_priors(where: Fields, data: Mapping, flops: str) -> dict[str, Dist | N
         dist = parse_dist(node[key], f"priors.{key}", where, node, key)
         check_domain(where, key, dist, node)
         priors[key] = dist
-    required = ("tokens", "mfu") if flops == "megatron" else ("params", "tokens", "mfu")
+    required = ("tokens", "mfu") if flops == "megatron" or params_optional else ("params", "tokens", "mfu")
     for req in required:
         if req not in priors:
             raise where.error(f"missing required prior '{req}' ({INPUTS[req][3]})", data, "priors", f"priors.{req}")

@@ -18,7 +18,7 @@ from mcflops.priors.dist import tail_quantiles
 from mcflops.spec.correlations import correlations_block
 from mcflops.spec.fields import Fields
 from mcflops.spec.inputs import fill_defaults, parse_priors, resolve_recipes
-from mcflops.spec.machine import parse_architecture, parse_hardware
+from mcflops.spec.machine import params_from_architecture, parse_architecture, parse_hardware
 from mcflops.spec.observe import parse_observations
 from mcflops.spec.options import plan_block, sensitivity_block
 from mcflops.spec.reader import read_yaml
@@ -78,7 +78,8 @@ def _build(data: Mapping, where: Fields) -> Spec:
         raise where.error(f"flops: {flops} needs an `architecture:` block (layers, d_model, heads, seq_len, vocab)",
                           data, "flops", "flops")
 
-    priors = parse_priors(where, data, flops)
+    priors = parse_priors(where, data, flops, params_optional=arch is not None and arch.shape() is not None)
+    params_from_architecture(where, data, arch, priors)
     hardware = parse_hardware(where, data, priors)
     resolve_recipes(where, data, priors, hardware)
     fill_defaults(priors, hardware, flops)

@@ -91,8 +91,9 @@ def json_schema() -> dict[str, Any]:
                 "count": {"$ref": "#/$defs/number"}}, "propertyNames": {"enum": list(HARDWARE_KEYS)}},
             "flops": {"enum": list(CONVENTIONS)},
             "architecture": {"type": "object", "additionalProperties": False,
-                             "properties": {k: ({"type": "string"} if k == "source" else {"$ref": "#/$defs/number"})
-                                            for k in ARCH_KEYS}},
+                             "properties": {k: ({"type": "string"} if k in ("source", "preset", "hf_config")
+                                                else {"type": "boolean"} if k in ("tied_embeddings", "glu")
+                                                else {"$ref": "#/$defs/number"}) for k in ARCH_KEYS}},
             "priors": {"type": "object", "additionalProperties": False,
                        "properties": {k: {"$ref": "#/$defs/prior", "description": v[3]} for k, v in INPUTS.items()}},
             "observe": {"type": "object", "additionalProperties": False,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mcflops import chain as napkin
+from mcflops.arch import SHAPE_KEYS, Counts, Shape, counts
 from mcflops.priors.dist import Dist
 from mcflops.spec.reported import Reported
 from mcflops.spec.resolved import resolved_dict
@@ -48,6 +49,10 @@ class Hardware:
 
 @dataclass(frozen=True)
 class Architecture:
+    """The ``architecture:`` block. The first eight fields are what the ``palm`` and ``megatron`` conventions
+    read; the rest, set only when the block states its MLP width (``ffn``, or a preset or config.json), let
+    :mod:`mcflops.arch` count its parameters (None: the count's default, not written back)."""
+
     layers: int
     d_model: int
     heads: int
@@ -56,6 +61,30 @@ class Architecture:
     ffn: int | None = None
     kv_heads: int | None = None
     head_dim: int | None = None
+    tied_embeddings: bool | None = None
+    glu: bool | None = None
+    experts: int | None = None
+    experts_active: int | None = None
+    shared_experts: int | None = None
+    moe_ffn: int | None = None
+    dense_layers: int | None = None
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    preset: str | None = None
+    hf_config: str | None = None  # as the file wrote it (relative to the prior file)
+
+    def shape(self) -> Shape | None:
+        """The shape :func:`mcflops.arch.counts` counts, or None when the block does not state the MLP width."""
+        if self.ffn is None:
+            return None
+        return Shape(**{k: v for k, v in self.__dict__.items() if k in SHAPE_KEYS and v is not None})
+
+    def counts(self) -> Counts | None:
+        s = self.shape()
+        return None if s is None else counts(s)
 
 
 @dataclass(frozen=True)

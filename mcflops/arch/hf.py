@@ -1,0 +1,118 @@
+"""A Hugging Face ``config.json`` read into the keys of :class:`~mcflops.arch.Shape`; the shipped presets.
+Plain JSON: no download and no ``transformers`` import.
+
+Each family names the same quantities differently (``num_local_experts`` in Mixtral, ``n_routed_experts``
+in DeepSeek, ``num_experts`` in Qwen-MoE); the tables below say which config field gives which key. The
+sequence length is not read: ``max_position_embeddings`` is the longest context the model accepts, not the
+length it was trained at, so the prior file (or a preset) states ``seq_len``.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from mcflops.errors import SpecError, closest
+
+# Fields every supported family has: key -> config field.
+_COMMON = {"layers": "num_hidden_layers", "d_model": "hidden_size", "heads": "num_attention_heads",
+           "vocab": "vocab_size", "ffn": "intermediate_size"}
+# Optional fields: key -> config field (absent or null: the Shape's default).
+_OPTIONAL = {"kv_heads": "num_key_value_heads", "head_dim": "head_dim",
+             "tied_embeddings": "tie_word_embeddings"}
+_DEEPSEEK = {"experts": "n_routed_experts", "experts_active": "num_experts_per_tok",
+             "shared_experts": "n_shared_experts", "moe_ffn": "moe_intermediate_size",
+             "dense_layers": "first_k_dense_replace", "q_lora_rank": "q_lora_rank",
+             "kv_lora_rank": "kv_lora_rank", "qk_rope_head_dim": "qk_rope_head_dim",
+             "qk_nope_head_dim": "qk_nope_head_dim", "v_head_dim": "v_head_dim"}
+# model_type -> (required extra fields, optional extra fields, tie_word_embeddings default in transformers)
+FAMILIES: dict[str, tuple[dict[str, str], dict[str, str], bool]] = {
+    "llama": ({}, {}, False),
+    "mistral": ({}, {}, False),
+    "mixtral": ({"experts": "num_local_experts", "experts_active": "num_experts_per_tok"}, {}, False),
+    "qwen2": ({}, {}, False),
+    "qwen3": ({}, {}, False),
+    "qwen2_moe": ({"experts": "num_experts", "experts_active": "num_experts_per_tok",
+                   "moe_ffn": "moe_intermediate_size"}, {}, False),
+    "qwen3_moe": ({"experts": "num_experts", "experts_active": "num_experts_per_tok",
+                   "moe_ffn": "moe_intermediate_size"}, {}, False),
+    "gemma": ({}, {}, True),
+    "gemma2": ({}, {}, True),
+    "deepseek_v2": ({k: v for k, v in _DEEPSEEK.items() if k != "q_lora_rank"}, {"q_lora_rank": "q_lora_rank"},
+                    False),
+    "deepseek_v3": ({k: v for k, v in _DEEPSEEK.items() if k != "q_lora_rank"}, {"q_lora_rank": "q_lora_rank"},
+                    False),
+}
+_PRESETS = "architectures.json"
+
+
+def from_config(cfg: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The Shape keys a config states (no ``seq_len``). ``path`` names the file in messages."""
+    if not isinstance(cfg, Mapping):
+        raise SpecError("expected a JSON object (a Hugging Face config.json)", path=path)
+    cfg = cfg.get("text_config") or cfg  # a multimodal wrapper keeps the language model's fields here
+    mt = cfg.get("model_type")
+    if mt not in FAMILIES:
+        raise SpecError(f"unknown model_type '{mt}'{closest(mt, FAMILIES)} (expected one of: {', '.join(FAMILIES)})",
+                        path=path, field="model_type")
+    required, optional, tied = FAMILIES[mt]
+    out: dict[str, Any] = {"tied_embeddings": tied}
+    for key, name in {**_COMMON, **required}.items():
+        if cfg.get(name) is None:
+            raise SpecError(f"missing '{name}' (a {mt} config.json gives it: the architecture's {key})",
+                            path=path, field=name)
+        out[key] = _value(cfg, name, path)
+    for key, name in {**_OPTIONAL, **optional}.items():
+        if cfg.get(name) is not None:
+            out[key] = _value(cfg, name, path)
+    if mt == "qwen2_moe" and cfg.get("shared_expert_intermediate_size"):
+        # one shared expert of its own width: counted as that many experts of moe_ffn
+        width, moe = _value(cfg, "shared_expert_intermediate_size", path), out["moe_ffn"]
+        if width % moe:
+            raise SpecError(f"expected shared_expert_intermediate_size a multiple of moe_intermediate_size ({moe}), "
+                            f"got {width}", path=path, field="shared_expert_intermediate_size")
+        out["shared_experts"] = width // moe
+    return out
+
+
+def _value(cfg: Mapping, name: str, path: str):
+    x = cfg[name]
+    if name == "tie_word_embeddings":
+        if not isinstance(x, bool):
+            raise SpecError(f"expected true or false, got {x!r}", path=path, field=name)
+        return x
+    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+        raise SpecError(f"expected a non-negative integer, got {x!r}", path=path, field=name)
+    return x
+
+
+def read_config(path: str | Path, shown: str | None = None) -> dict[str, Any]:
+    """A config.json file read into Shape keys (``shown``: the path messages name)."""
+    shown = shown or str(path)
+    try:
+        text = Path(path).read_text("utf-8")
+    except OSError as e:
+        raise SpecError(f"cannot read the Hugging Face config: {e.strerror or e}", path=shown) from None
+    try:
+        cfg = json.loads(text)
+    except ValueError as e:
+        raise SpecError(f"not JSON ({e})", path=shown) from None
+    return from_config(cfg, shown)
+
+
+def presets() -> dict[str, dict[str, Any]]:
+    """The shipped presets: name -> {"source", "seq_len", "seq_len_source", "config"}."""
+    text = importlib.resources.files("mcflops").joinpath("data", _PRESETS).read_text("utf-8")
+    return {k: v for k, v in json.loads(text).items() if not k.startswith("_")}
+
+
+def preset(name: str) -> dict[str, Any]:
+    """A preset's Shape keys (its config.json fields read as a config, and its training sequence length)."""
+    table = presets()
+    if name not in table:
+        raise SpecError(f"unknown preset '{name}'{closest(name, table)} (expected one of: {', '.join(table)})",
+                        field="architecture.preset")
+    entry = table[name]
+    return {**from_config(entry["config"], f"{_PRESETS}:{name}"), "seq_len": entry["seq_len"]}
