@@ -173,6 +173,9 @@ class Result:
             "versions": versions(), "spec_hash": self.spec.digest(), "flops_convention": self.spec.flops,
             "chain": self.chain, "prior": self.prior, "observed": self.observed,
         }
+        counted = self.spec.architecture.counts() if self.spec.architecture is not None else None
+        if counted is not None:  # parameters and FLOPs per token by component (mcflops.arch)
+            d["architecture"] = counted.to_dict()
         if self.posterior is not None:
             d["posterior"] = self.posterior
         if self.sensitivity is not None:
@@ -213,7 +216,6 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
     themselves (``mcflops.spec.sensitivity_options(spec, ...)``, e.g. with command-line overrides).
     ``nuts``: NUTS's ``chains``, ``warmup`` and ``draws``.
     """
-    import jax
 
     from mcflops import engine
     from mcflops.model import compute as model_mod
@@ -227,7 +229,7 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
     t0 = time.perf_counter()
     m = model_mod.build_model(spec)
     lik = engine.build_likelihood(spec, m)
-    key = jax.random.key(seed) if key is None else key
+    key = engine.seed_key(seed) if key is None else key
     with _alongside(m, sens_opts, key) as background:
         sums = engine.run(key, m, lik, samples, progress=progress)
         t1 = time.perf_counter()
@@ -342,7 +344,7 @@ def calibrate(*, chains: int = 4, draws: int = 300, seed: int = 0, key=None, loo
     engine.setup()
     cfg = cal.Config(chains=int(chains), warmup=int(draws), draws=int(draws))
     runs = cal.load_runs()
-    key = jax.random.key(seed) if key is None else key
+    key = engine.seed_key(seed) if key is None else key
     fit = cal.fit(jax.random.fold_in(key, 0), runs, cfg)
     summ = fit.summary()
     data: dict[str, Any] = {

@@ -175,7 +175,7 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
             raise SpecError("--posterior needs an `observe:` block in the file", path=spec.path, field="--posterior")
         lik = engine.build_likelihood(spec, model)
     with_price = "price" in spec.priors
-    h = reduce(jax.random.key(seed) if key is None else key, _plan_rows, model, lik, n, static=(with_price,), progress=progress)
+    h = reduce(engine.seed_key(seed) if key is None else key, _plan_rows, model, lik, n, static=(with_price,), progress=progress)
     c = model.centers
     ch = c["gpu_hours"]
     centres = [ch, ch - c["tokens"]] + ([ch - c["tokens"] + c["price"]] if with_price else [])
@@ -230,7 +230,7 @@ def compare(spec_a, spec_b, *, output: str = "gpu_hours", samples: int | None = 
     seed = spec_a.seed if seed is None else int(seed)
     ma, mb = build_model(spec_a), build_model(spec_b)
     shift = mb.centers[output] - ma.centers[output]  # log(B/A) = shift + (dB - dA)
-    h = reduce(jax.random.key(seed) if key is None else key, _compare_rows, (ma, mb), None, n, static=(output,),
+    h = reduce(engine.seed_key(seed) if key is None else key, _compare_rows, (ma, mb), None, n, static=(output,),
                thresholds=[0.0, 0.0, -shift], progress=progress)
     probs = [0.05, 0.25, 0.5, 0.75, 0.95]
     names = ("p5", "p25", "p50", "p75", "p95")

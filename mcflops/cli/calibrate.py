@@ -51,10 +51,11 @@ def compute(args) -> tuple[dict[str, Any], dict[str, Any] | None]:
     import jax
 
     from mcflops import calibration as cal
+    from mcflops import engine
 
     cfg = cal.Config(chains=args.chains, warmup=args.draws, draws=args.draws)
     runs = cal.load_runs()
-    key = jax.random.key(args.seed)
+    key = engine.seed_key(args.seed)
     with status(args.quiet or args.json, f"fitting the model to {runs.n} published runs (NUTS, {cfg.chains} "
                 f"chains x {cfg.draws} draws)"):
         fit = cal.fit(jax.random.fold_in(key, 0), runs, cfg)

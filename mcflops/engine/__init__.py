@@ -20,10 +20,10 @@ from mcflops.engine.kernel import (BLOCK, GPU_BATCH, KEEP, NBINS, SUB, Layout, L
                                    log_likelihood, normals)
 from mcflops.engine.merge import psis_tail
 from mcflops.engine.streams import (GUMBEL, NUTS, PLAN_PILOT, RESAMPLE, SHAPLEY, SOBOL_A, SOBOL_B, SWEEP,
-                                    stable_id)
+                                    seed_key, stable_id)
 from mcflops.engine.summary import Sums, ess, hist_cdf, hist_quantiles
 
 __all__ = ["BLOCK", "GPU_BATCH", "GUMBEL", "KEEP", "NBINS", "NUTS", "PLAN_PILOT", "POOL", "POOL_ESS", "RESAMPLE",
            "SHAPLEY", "SOBOL_A", "SOBOL_B", "SUB", "SWEEP", "Layout", "Likelihood", "Sums", "build_likelihood",
            "draw_z", "ess", "hist_cdf", "hist_quantiles", "log_likelihood", "mesh", "normals", "pool_subblocks",
-           "psis_tail", "run", "setup", "stable_id", "sum_blocks"]
+           "psis_tail", "run", "seed_key", "setup", "stable_id", "sum_blocks"]

@@ -26,3 +26,13 @@ FIXED = {"GUMBEL": GUMBEL, "RESAMPLE": RESAMPLE, "NUTS": NUTS, "SOBOL_A": SOBOL_
 def stable_id(name: str) -> int:
     """A stable 31-bit id for an input name (CRC-32; Python's hash() is salted per process)."""
     return zlib.crc32(name.encode()) & 0x7FFF_FFFF
+
+
+def seed_key(seed: int):
+    """The run's key from its seed (0 <= seed < 2^63). ``jax.random.key`` keeps only a seed's low 32 bits
+    without 64-bit JAX (2^32 and 0 give one key), so the high word is folded in when it is not zero: seeds
+    below 2^32 keep the key they always had."""
+    import jax
+
+    key = jax.random.key(seed & 0xFFFF_FFFF)
+    return key if seed >> 32 == 0 else jax.random.fold_in(key, seed >> 32)

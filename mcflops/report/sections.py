@@ -198,8 +198,14 @@ def assumptions(run) -> Section:
         sec.blocks.append(Table(["observed", "figure and noise", "source"], obs, src=frozenset({2}),
                                 caption="What the run is conditioned on.", stack=True))
     if spec.architecture is not None:
-        a = spec.architecture.__dict__
-        sec.blocks.append(P(["Architecture: " + ", ".join(f"{k} {v:,}" for k, v in a.items() if v is not None) + "."]))
+        a = spec.architecture.__dict__  # widths and counts (integers), a preset or config path, flags
+
+        def shown(v):
+            return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v).lower() \
+                if isinstance(v, bool) else str(v)
+
+        sec.blocks.append(P(["Architecture: " + ", ".join(f"{k} {shown(v)}" for k, v in a.items()
+                                                          if v is not None and k != "source") + "."]))
     return sec
 
 

@@ -31,3 +31,19 @@ def test_the_face_exports_every_fixed_id_and_stable_id_is_crc32():
         assert getattr(engine, k) == v
     assert all(0 <= engine.stable_id(n) < 1 << 31 for n in INPUTS)
     assert engine.stable_id("mfu") == zlib.crc32(b"mfu") & 0x7FFF_FFFF  # the draws depend on it
+
+
+def test_seed_keys_keep_every_bit_of_the_seed():
+    """jax.random.key alone maps 2^32 and 0 to one key without 64-bit JAX; seed_key keeps seeds below 2^32 as
+    they were and gives every seed up to 2^63 - 1 its own key."""
+    import jax
+
+    from mcflops.engine import seed_key
+
+    def words(k):
+        return tuple(int(x) for x in jax.random.key_data(k))
+
+    for s in (0, 1, 5, 2**31, 2**32 - 1):
+        assert words(seed_key(s)) == words(jax.random.key(s))
+    seeds = (0, 5, 2**32, 2**32 + 5, 2**40 + 5, 2**53 + 1, 2**63 - 1)
+    assert len({words(seed_key(s)) for s in seeds}) == len(seeds)
