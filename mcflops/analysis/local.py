@@ -1,4 +1,4 @@
-"""Local and graphical sensitivity: tornado, sweeps, rank correlations (re-exported by :mod:`mcflops.sensitivity`).
+"""Local and graphical sensitivity: tornado, sweeps, rank correlations (used by :mod:`mcflops.analysis.sensitivity`).
 
 - **Tornado**: each uncertain input at its p5 and its p95 (z = -/+1.645) through ``model.evaluate`` (so
   PaLM's nonlinear attention term counts); sorted by swing. The others sit at their medians (z = 0), or,

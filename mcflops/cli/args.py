@@ -1,4 +1,4 @@
-"""mcflops command line, part one: the argument parser (commands, options, their help), no side effects."""
+"""The argument parser of the command line: every command, its options and their help; no side effects."""
 
 from __future__ import annotations
 

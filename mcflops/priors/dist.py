@@ -1,23 +1,10 @@
-"""Prior families as data: parse what a prior file says into canonical parameters. No JAX here.
+"""What a prior is, as a value: :class:`Dist` (a family, its canonical parameters, an optional truncation and
+its source), its support, the mass a truncation keeps, and the extremes the samplers can reach. No JAX and no
+parsing: the prior-file grammar that builds a Dist is :mod:`mcflops.spec.grammar`.
 
-Each family accepts its natural parameters and, where it makes sense, a 90% interval ``[p5, p95]``
-(Squiggle's ``a to b``). Canonical parameters:
-
-=========== ============================ ==================================================
-family      canonical                    accepted forms
-=========== ============================ ==================================================
-point       value                        ``405.9e9``, ``{point: 405.9e9}``
-uniform     low, high                    ``[low, high]`` (the support), ``{low, high}``
-normal      mean, sd (+ low/high)        ``[p5, p95]``, ``{mean, sd}``
-lognormal   mu, sigma of log (+ low/high) ``[p5, p95]``, ``{median, sigma}``, ``{mu, sigma}``, ``{mean, sd}``
-beta        a, b                         ``[p5, p95]``, ``{mean, sd}``, ``{a, b}``
-triangular  low, mode, high              ``[low, mode, high]``, ``{low, mode, high}``
-pert        low, mode, high, lamb        ``[low, mode, high]``, ``{low, mode, high, lambda}`` (lambda 4)
-mixture     components, weights          ``{mixture: [<prior>, <prior>], weights: [0.7, 0.3]}``
-=========== ============================ ==================================================
-
-``low:``/``high:`` beside ``normal`` or ``lognormal`` truncate it; the interval or parameters describe
-the distribution before truncation.
+Canonical parameters: point ``value``; uniform ``low, high``; normal ``mean, sd``; lognormal ``mu, sigma`` (of
+log x); beta ``a, b``; triangular ``low, mode, high``; pert ``low, mode, high, lamb``; mixture ``components,
+weights``. ``low``/``high`` on a normal or lognormal truncate it (the parameters describe it before truncation).
 """
 
 from __future__ import annotations
