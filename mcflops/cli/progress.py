@@ -17,10 +17,13 @@ class interrupts:
 
     def __enter__(self):
         _INTERRUPTED[0] = False
+        self.previous = None
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started with Ctrl-C ignored (nohup, &): keep it
+            return self
         try:
             self.previous = signal.signal(signal.SIGINT, self._handler)
         except ValueError:  # not the main thread (an embedding application): Python's own handling
-            self.previous = None
+            pass
         return self
 
     @staticmethod

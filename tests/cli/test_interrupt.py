@@ -49,6 +49,12 @@ def stderr_lines(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip() and not p.strip().startswith("sampling")]
 
 
+def _ctrl_c_default() -> None:
+    """In the child before it starts: Ctrl-C as a terminal delivers it (a CI shell that ignores SIGINT, like
+    nohup, would pass the ignoring on, and mcflops keeps an ignored Ctrl-C ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_mid_sampling_exits_130_and_keeps_the_previous_report(tmp_path):
     spec = tmp_path / "long.yaml"
     spec.write_text(OK.read_text().replace("samples: 5000", "samples: 1e10"))  # hours of sampling
@@ -58,7 +64,8 @@ def test_ctrl_c_mid_sampling_exits_130_and_keeps_the_previous_report(tmp_path):
     master, slave = pty.openpty()
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(HERE.parent), "COLUMNS": "100"}
     proc = subprocess.Popen([sys.executable, "-m", "mcflops.cli", "run", str(spec), "--out", str(out)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env, cwd=tmp_path)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env, cwd=tmp_path,
+                            preexec_fn=_ctrl_c_default)
     os.close(slave)
     seen = b""
     try:
@@ -166,8 +173,25 @@ def test_a_swallowed_ctrl_c_still_stops_the_run(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(api, "run", run)
     out = tmp_path / "report"
-    assert cli.main(["run", str(OK), "--out", str(out), "--quiet"]) == cli.EXIT_INTERRUPTED
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own (a CI shell may ignore it)
+    try:
+        assert cli.main(["run", str(OK), "--out", str(out), "--quiet"]) == cli.EXIT_INTERRUPTED
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's handler is back
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert calls == ["swallowed"]
     assert not out.exists()
     assert capsys.readouterr().err.strip() == "mcflops: interrupted; nothing was written"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's handler is back
+
+
+def test_an_ignored_ctrl_c_stays_ignored(monkeypatch):
+    """A command started with SIGINT ignored (nohup, a background job) leaves it ignored."""
+    from mcflops.cli.progress import interrupts
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interrupts():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
