@@ -132,8 +132,29 @@ def napkin(run) -> Section:
                       " if no time was lost (goodput 1), ", B(fmt("mfu", ch.get("implied_mfu_at_median_goodput"))),
                       f" at the median goodput {fmt('goodput', ch['goodput'])}."])
     sec.blocks += [P(["Each input at its median (a fixed input at its value), as on a whiteboard:"]),
-                   Items(steps, ordered=True), Sub("Why the Monte Carlo answer differs"), *_why(run, ch)]
+                   Items(steps, ordered=True), *_left_out(run, conv), Sub("Why the Monte Carlo answer differs"),
+                   *_why(run, ch)]
     return sec
+
+
+def _left_out(run, conv: str) -> list:
+    """What 6N per token leaves out, from the architecture's count (summary.json "architecture"): 3 x the
+    forward FLOPs (Narayanan et al. 2021, App.: backward is twice the forward), causal attention scores
+    included, at the file's sequence length."""
+    a = run.summary.get("architecture") or {}
+    train, six_n = a.get("training_flops_per_token"), a.get("six_n")
+    if conv != "6nd" or not (num(train) and num(six_n)) or train <= 0:
+        return []
+    comp = a.get("components") or {}
+    scores = comp.get("attention_scores_causal")
+    arch = getattr(run.spec, "architecture", None) if run.spec else None
+    at = f" at sequence length {arch.seq_len:,}" if arch is not None and getattr(arch, "seq_len", None) else ""
+    share = (f"; the attention scores are {100 * scores / a['flops_per_token']:.1f}% of the forward count"
+             if num(scores) and num(a.get("flops_per_token")) and a["flops_per_token"] > 0 else "")
+    rel = 100 * (six_n / train - 1)
+    return [P([f"What 6N leaves out: the architecture counts {format_number(train, 4)} FLOPs per training token"
+               f"{at} (3 × forward, causal attention included{share}); 6N = {format_number(six_n, 4)} is "
+               f"{abs(rel):.1f}% {'below' if rel < 0 else 'above'} it."])]
 
 
 def _why(run, ch: Mapping) -> list:
