@@ -92,6 +92,13 @@ def _per_token_megatron(arch, n: float | None) -> float:  # N does not enter
     return 72.0 * l * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * l * h))  # Narayanan 2021 Eq. 3, no recompute
 
 
+def _per_token_architecture(arch, n: float | None) -> float:  # N does not enter: the counts set it
+    c = arch.counts()  # mcflops.arch.counts: each component's formula cited there
+    if c is None:
+        raise ValueError("flops: architecture needs an architecture that can be counted (its MLP width, ffn)")
+    return c.training_flops_per_token  # 3 x forward: backward costs twice the forward (Narayanan et al. 2021)
+
+
 def _dev_6nd(d, alpha, xp):
     return d["params"]
 
@@ -100,7 +107,7 @@ def _dev_palm(d, alpha, xp):  # log((6 N e^dN + attn) / (6 N + attn)) = log(alph
     return xp.log(alpha * xp.exp(d["params"]) + (1.0 - alpha))
 
 
-def _dev_megatron(d, alpha, xp):  # the architecture alone sets it: no deviation, an array of the draws' shape
+def _dev_fixed(d, alpha, xp):  # the architecture alone sets it: no deviation, an array of the draws' shape
     return xp.zeros_like(d["tokens"])
 
 
@@ -121,9 +128,15 @@ CONVENTIONS: dict[str, Convention] = {
     "palm": Convention("palm", ("params",), _per_token_palm, _dev_palm,
                        "FLOPs/token x D = (6N + 12·L·H·Q·T) {flops_per_token}",
                        "(6N + 12·L·H·Q·T) per token (PaLM, Chowdhery et al. 2022, App. B)"),
-    "megatron": Convention("megatron", (), _per_token_megatron, _dev_megatron,
+    "megatron": Convention("megatron", (), _per_token_megatron, _dev_fixed,
                            "FLOPs/token x D = 72·l·h²(1 + s/6h + V/12lh) {flops_per_token}",
                            "72·l·h²·(1 + s/6h + V/12lh) per token (Narayanan et al. 2021, Eq. 3, no recompute)"),
+    # counted from the shape (GQA, GLU, MoE with shared experts, MLA): what palm and megatron approximate
+    "architecture": Convention("architecture", (), _per_token_architecture, _dev_fixed,
+                               "FLOPs/token x D = 3 x forward counted from the architecture {flops_per_token}",
+                               "3 × the forward FLOPs per token counted from the architecture (attention projections "
+                               "and causal scores, MLP or experts, router, logits; backward twice the forward, "
+                               "Narayanan et al. 2021)"),
 }
 
 

@@ -54,7 +54,8 @@ def ranges(model: Model, rows: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]
             zb = zmax.get(name, ZBOUND)
             box[name] = (_d_at(smp, -zb), _d_at(smp, zb))
     names = [n for n in model.inputs if box[n][0] != box[n][1]]
-    corners = np.array(np.meshgrid(*[[0, 1]] * len(names), indexing="ij")).reshape(len(names), -1)
+    corners = np.array(np.meshgrid(*[[0, 1]] * len(names), indexing="ij")).reshape(len(names), -1) if names \
+        else np.zeros((0, 1))  # every input fixed: one point
     d = {n: np.full(corners.shape[1], box[n][0]) for n in model.inputs}
     for i, n in enumerate(names):
         d[n] = np.where(corners[i] == 1, box[n][1], box[n][0])

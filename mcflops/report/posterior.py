@@ -108,7 +108,8 @@ def _quote(run) -> str | None:
     if not (m0 and m1 and obs):
         return None
     what = " and ".join(f"{fmt(n, o['value'], 4)} {label(n)}" for n, o in obs)
-    conv = {"6nd": "6ND", "palm": "PaLM (6N + attention)", "megatron": "Megatron"}.get(s.get("flops_convention"), "")
+    conv = {"6nd": "6ND", "palm": "PaLM (6N + attention)", "megatron": "Megatron",
+            "architecture": "the architecture's count"}.get(s.get("flops_convention"), "")
     peak = stat(prior, "peak_flops")
     hw = f" against the dense peak of {fmt('peak_flops', peak['p50'])}" if peak and peak["p5"] == peak["p95"] else ""
     text = (f"Conditioning the priors for {s.get('name')} on the published {what} puts the run-average MFU "

@@ -29,7 +29,8 @@ def parse_priors(where: Fields, data: Mapping, flops: str, params_optional: bool
         dist = parse_dist(node[key], f"priors.{key}", where, node, key)
         check_domain(where, key, dist, node)
         priors[key] = dist
-    required = ("tokens", "mfu") if flops == "megatron" or params_optional else ("params", "tokens", "mfu")
+    required = ("tokens", "mfu") if flops in ("megatron", "architecture") or params_optional \
+        else ("params", "tokens", "mfu")
     for req in required:
         if req not in priors:
             raise where.error(f"missing required prior '{req}' ({INPUTS[req][3]})", data, "priors", f"priors.{req}")
@@ -55,8 +56,8 @@ def fill_defaults(priors: dict[str, Dist], hardware: Hardware, flops: str) -> No
         priors["power"] = Dist("point", {"value": hardware.tdp_w}, source=f"catalogue: {hardware.accelerator} TDP")
     if "power" in priors and "pue" not in priors:
         priors["pue"] = Dist("point", {"value": 1.0}, source="default: accelerator power only (PUE 1)")
-    if flops == "megatron":
-        priors.pop("params", None)  # the megatron count is set by the architecture alone
+    if flops in ("megatron", "architecture"):
+        priors.pop("params", None)  # these conventions' count is set by the architecture alone
 
 
 def check_domain(where: Fields, name: str, dist: Dist, node: Mapping) -> None:

@@ -74,9 +74,12 @@ def _build(data: Mapping, where: Fields) -> Spec:
         raise where.error(f"unknown FLOPs convention '{flops}'{closest(flops, CONVENTIONS)} "
                           f"(expected one of: {', '.join(CONVENTIONS)})", data, "flops", "flops")
     arch = parse_architecture(where, data) if "architecture" in data else None
-    if flops in ("palm", "megatron") and arch is None:
+    if flops in ("palm", "megatron", "architecture") and arch is None:
         raise where.error(f"flops: {flops} needs an `architecture:` block (layers, d_model, heads, seq_len, vocab)",
                           data, "flops", "flops")
+    if flops == "architecture" and arch.shape() is None:
+        raise where.error("flops: architecture counts FLOPs from the architecture: give its MLP width (ffn), or a "
+                          "preset or hf_config", data, "flops", "flops")
 
     priors = parse_priors(where, data, flops, params_optional=arch is not None and arch.shape() is not None)
     params_from_architecture(where, data, arch, priors)

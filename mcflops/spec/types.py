@@ -32,7 +32,7 @@ OUTPUTS: dict[str, tuple[str, str]] = {
     "cost": ("USD", "cost at the price prior"),
     "energy_mwh": ("MWh", "energy at the power (default TDP) and PUE priors"),
 }
-CONVENTIONS = ("6nd", "palm", "megatron")
+CONVENTIONS = ("6nd", "palm", "megatron", "architecture")
 MAX_SAMPLES = 10**10
 SOBOL_BASE = 1 << 16  # default base draws N; a Saltelli pass evaluates the model N (p + 2) times
 SWEEP_POINTS = 16
