@@ -49,10 +49,11 @@ def stderr_lines(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip() and not p.strip().startswith("sampling")]
 
 
-def _ctrl_c_default() -> None:
-    """In the child before it starts: Ctrl-C as a terminal delivers it (a CI shell that ignores SIGINT, like
-    nohup, would pass the ignoring on, and mcflops keeps an ignored Ctrl-C ignored)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+# `python -m mcflops.cli ARGS` with Ctrl-C as a terminal delivers it: a CI shell that ignores SIGINT (like nohup)
+# passes the ignoring on to its children, and mcflops keeps an ignored Ctrl-C ignored. (A preexec_fn would fork
+# a process that has JAX's threads.)
+CTRL_C_DEFAULT = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                  "sys.argv[0] = 'mcflops'; runpy.run_module('mcflops.cli', run_name='__main__')")
 
 
 def test_ctrl_c_mid_sampling_exits_130_and_keeps_the_previous_report(tmp_path):
@@ -63,9 +64,8 @@ def test_ctrl_c_mid_sampling_exits_130_and_keeps_the_previous_report(tmp_path):
 
     master, slave = pty.openpty()
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(HERE.parent), "COLUMNS": "100"}
-    proc = subprocess.Popen([sys.executable, "-m", "mcflops.cli", "run", str(spec), "--out", str(out)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env, cwd=tmp_path,
-                            preexec_fn=_ctrl_c_default)
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C_DEFAULT, "run", str(spec), "--out", str(out)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env, cwd=tmp_path)
     os.close(slave)
     seen = b""
     try:
