@@ -100,8 +100,12 @@ UNCERTAIN = {"params": {"lognormal": [300e9, 450e9]}, "tokens": {"lognormal": [1
 
 def _spec(flops, arch, priors=UNCERTAIN, count=16384):
     hw = {"accelerator": "h100-sxm", "precision": "bf16", **({"count": count} if count else {})}
+    shape = dict(ARCHS[arch]) if arch else None
+    if flops == "architecture":  # counted from the shape: it needs the MLP width, and params would be checked
+        shape = {**shape, "ffn": 4 * shape["d_model"]}
+        priors = {k: v for k, v in priors.items() if k != "params"}
     return mcflops.load_spec({"name": "t", "hardware": hw, "flops": flops, "priors": dict(priors),
-                              **({"architecture": ARCHS[arch]} if arch else {})})
+                              **({"architecture": shape} if shape else {})})
 
 
 def _model_at(spec, z):
@@ -153,7 +157,7 @@ def test_dependency_table_is_the_model(flops):
     m = model_mod.build_model(spec)
     d0 = {n: jnp.zeros((), jnp.float32) for n in m.inputs}
     base = model_mod.outputs(m, d0)
-    assert ("params" in m.inputs) == (flops != "megatron")
+    assert ("params" in m.inputs) == (flops not in ("megatron", "architecture"))  # the shape alone sets FLOPs
     for out in spec.outputs:
         deps = napkin.depends(out, flops)
         assert set(deps) <= set(m.inputs), (out, deps)
