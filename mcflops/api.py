@@ -346,13 +346,7 @@ def calibrate(*, chains: int = 4, draws: int = 300, seed: int = 0, key=None, loo
     runs = cal.load_runs()
     key = engine.seed_key(seed) if key is None else key
     fit = cal.fit(jax.random.fold_in(key, 0), runs, cfg)
-    summ = fit.summary()
-    data: dict[str, Any] = {
-        "seed": seed, "runs": runs.n, "fit_id": cal.fit_id(cfg, seed),
-        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.__dict__.items()},
-        "fit_seconds": round(fit.seconds, 2), "divergences": fit.divergences,
-        "max_r_hat": max(s["r_hat"] for s in summ.values()), "min_ess": min(s["ess"] for s in summ.values()),
-        "posterior": summ, "population": cal.population_table(fit)}
+    data: dict[str, Any] = cal.fit_summary(fit, cfg, seed)
     if loo:
         data["loo"] = cal.loo(jax.random.fold_in(key, 1), runs, cfg).to_dict()
     return jsonable(data)

@@ -16,6 +16,19 @@ from mcflops.calibration.runs import KINDS, data_text
 from mcflops.priors import calibrated as derived
 
 
+def fit_summary(fit: Fit, cfg: Config, seed: int) -> dict[str, Any]:
+    """calibration.json's account of one fit: its id and configuration, time, diagnostics, the posterior of
+    every parameter and the calibrated prior per accelerator family (leave-one-out is added by the caller)."""
+    from mcflops.calibration.predict import population_table
+
+    summ = fit.summary()
+    return {"seed": seed, "runs": fit.runs.n, "fit_id": fit_id(cfg, seed),
+            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.__dict__.items()},
+            "fit_seconds": round(fit.seconds, 2), "divergences": fit.divergences,
+            "max_r_hat": max(s["r_hat"] for s in summ.values()), "min_ess": min(s["ess"] for s in summ.values()),
+            "posterior": summ, "population": population_table(fit)}
+
+
 def fit_id(cfg: Config, seed: int) -> str:
     blob = json.dumps({"data": hashlib.sha256(data_text().encode()).hexdigest(), "config": cfg.__dict__,
                        "seed": seed}, sort_keys=True, default=list)

@@ -63,13 +63,7 @@ def compute(args) -> tuple[dict[str, Any], dict[str, Any] | None]:
     if not args.no_loo:
         with status(args.quiet or args.json, f"leave-one-out: {runs.n} refits in one joint NUTS run"):
             loo = cal.loo(jax.random.fold_in(key, 1), runs, cfg)
-    summ = fit.summary()
-    data: dict[str, Any] = {
-        "seed": args.seed, "runs": runs.n, "fit_id": cal.fit_id(cfg, args.seed),
-        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.__dict__.items()},
-        "fit_seconds": round(fit.seconds, 2), "divergences": fit.divergences,
-        "max_r_hat": max(s["r_hat"] for s in summ.values()), "min_ess": min(s["ess"] for s in summ.values()),
-        "posterior": summ, "population": cal.population_table(fit)}
+    data: dict[str, Any] = cal.fit_summary(fit, cfg, args.seed)
     if loo is not None:
         data["loo"] = loo.to_dict()
         data["loo"]["targets"] = {k: {"target": f"{op} {v:g}", "met": _met(loo.metrics()[k], op, v)}
