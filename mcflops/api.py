@@ -311,12 +311,12 @@ def compare(spec_a: SpecLike, spec_b: SpecLike, *, output: str = "gpu_hours", sa
     """``mcflops compare``: B against A on common random numbers (samples and seed: A's unless given);
     what compare.json holds."""
     from mcflops import engine
-    from mcflops.analysis import plan as plan_mod
+    from mcflops.analysis import compare as compare_mod
 
     engine.setup()
     a = _overridden(spec_a, samples, seed)
     b = spec_b if isinstance(spec_b, Spec) else load_spec(spec_b)
-    return jsonable(plan_mod.compare(a, b, output=output, key=key, progress=progress))
+    return jsonable(compare_mod.compare(a, b, output=output, key=key, progress=progress))
 
 
 def sensitivity(spec: SpecLike, *, output: str | None = None, sweeps: list[str] | None = None,

@@ -1,4 +1,4 @@
-"""`mcflops compare`: two prior files on common random numbers (B / A) through analysis.plan.compare,
+"""`mcflops compare`: two prior files on common random numbers (B / A) through analysis.compare,
 printed as a table or --json; with --out, compare.json and compare.png (the histogram of B / A)."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ def command(args) -> int:
 
 
 def compute(args, progress) -> dict[str, Any]:
-    from mcflops.analysis import plan
+    from mcflops.analysis import compare as compare_mod
     from mcflops.spec import load_spec
 
     a, b = load_spec(args.file_a), load_spec(args.file_b)
-    return plain(plan.compare(a, b, output=args.output, samples=samples(args.samples), seed=args.seed,
+    return plain(compare_mod.compare(a, b, output=args.output, samples=samples(args.samples), seed=args.seed,
                               progress=progress))
 
 

@@ -1,6 +1,6 @@
 """Sensitivity and planning figures: tornado, Sobol bars, sweep fan chart, plan curve, compare ratio.
 
-Each function takes plain data (the dicts of analysis.sensitivity and analysis.plan, as in summary.json), draws
+Each function takes plain data (the dicts of analysis.sensitivity, analysis.plan and analysis.compare, as in summary.json), draws
 one PNG at ``path`` and returns the path; titles state the finding.
 """
 

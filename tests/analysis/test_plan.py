@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 import mcflops
+from mcflops.analysis import compare as compare_mod
 from mcflops.analysis import plan as plan_mod
 from mcflops.priors.dist import Z95
 from mcflops.errors import SpecError
@@ -101,7 +102,7 @@ def test_posterior_plan_uses_the_runs_draws():
 
 def test_compare_identical_files_ratio_exactly_one(tmp_path):
     spec = mcflops.load_spec(SPEC)
-    c = plan_mod.compare(spec, spec, samples=50_000)
+    c = compare_mod.compare(spec, spec, samples=50_000)
     for k in ("p5", "p25", "p50", "p75", "p95", "min", "max"):
         assert c["ratio"][k] == 1.0
     assert c["ratio"]["prob_b_greater"] == 0.0 and c["ratio"]["prob_b_less"] == 0.0
@@ -115,13 +116,13 @@ def test_compare_uses_common_random_numbers():
     from mcflops import hardware
 
     want = PEAK / hardware.get("a100-sxm").peak("bf16")
-    c = plan_mod.compare(mcflops.load_spec(a), mcflops.load_spec(b), samples=50_000)
+    c = compare_mod.compare(mcflops.load_spec(a), mcflops.load_spec(b), samples=50_000)
     for k in ("min", "p50", "max"):
         assert c["ratio"][k] == pytest.approx(want, rel=1e-5)
     assert c["ratio"]["prob_b_greater"] == 1.0
     # a wider MFU prior in B: the ratio now varies, but tokens (shared, same z) cancel exactly
     b2 = {**a, "priors": {**a["priors"], "mfu": {"beta": [0.3, 0.5]}}}
-    c2 = plan_mod.compare(mcflops.load_spec(a), mcflops.load_spec(b2), samples=50_000)
+    c2 = compare_mod.compare(mcflops.load_spec(a), mcflops.load_spec(b2), samples=50_000)
     assert c2["ratio"]["min"] < 1 < c2["ratio"]["max"]
     assert c2["shared_inputs"] == ["tokens", "price"]
 

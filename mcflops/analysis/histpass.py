@@ -1,0 +1,120 @@
+"""Blocked histograms of per-draw rows: the planning pass's reduction. Computation only.
+
+The same draws as ``mcflops run`` (engine.draw_z with the run key and the engine's block size) are
+reduced, block by block on the device, to log-space histograms; every answer of ``analysis.plan`` and
+``analysis.compare`` is a quantile or CDF value of one of them (Hyndman & Fan 1996 type-4
+interpolation of the binned CDF, ``summary.hist_quantiles``).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any, Callable, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mcflops import engine
+from mcflops.errors import SpecError
+from mcflops.engine.summary import hist_cdf, hist_quantiles
+
+NBINS = 4096
+PILOT = 1 << 16
+_PILOT_ID = engine.PLAN_PILOT
+
+def _block(key, params, lik, bins, block, n_valid, rows, static, size, nbins):
+    """One block's weighted histograms of the rows; ``bins``: (lo, 1 / width, thresholds) per row."""
+    lo, inv, thr = bins
+    X, ll = rows(key, params, lik, block, size, *static)
+    q = X.shape[0]
+    valid = jnp.arange(size) < n_valid
+    if ll is None:
+        w, m = valid.astype(jnp.float32), jnp.float32(0.0)
+    else:
+        ll = jnp.where(valid, ll, -jnp.inf)
+        m = jnp.max(ll)
+        w = jnp.exp(ll - jnp.where(jnp.isfinite(m), m, 0.0))
+    idx = jnp.clip(jnp.floor((X - lo[:, None]) * inv[:, None]) + 1, 0, nbins + 1).astype(jnp.int32)
+    flat = (idx + (jnp.arange(q, dtype=jnp.int32) * (nbins + 2))[:, None]).reshape(-1)
+    W = jnp.broadcast_to(w[None, :], X.shape)
+    hist = jnp.zeros(q * (nbins + 2), jnp.float32).at[flat].add(W.reshape(-1)).reshape(q, nbins + 2)
+    return {"hist": hist, "m": m, "s0": jnp.sum(w), "s0w2": jnp.sum(w * w),
+            "min": jnp.min(jnp.where(valid[None, :], X, jnp.inf), axis=1),
+            "max": jnp.max(jnp.where(valid[None, :], X, -jnp.inf), axis=1),
+            "above": jnp.sum(jnp.where(X > thr[:, None], W, 0.0), axis=1),
+            "below": jnp.sum(jnp.where(X < thr[:, None], W, 0.0), axis=1)}
+
+
+@partial(jax.jit, static_argnames=("rows", "static", "size", "nbins"))
+def _hist_call(key, params, lik, bins, blocks, n_valid, *, rows, static, size, nbins):
+    return jax.lax.map(lambda a: _block(key, params, lik, bins, a[0], a[1], rows, static, size, nbins),
+                       (blocks, n_valid))
+
+
+@partial(jax.jit, static_argnames=("rows", "static"))
+def _pilot_call(key, params, *, rows, static):
+    X, _ = rows(jax.random.fold_in(key, _PILOT_ID), params, None, jnp.uint32(0), PILOT, *static)
+    return jnp.stack([jnp.min(X, axis=1), jnp.max(X, axis=1)])
+
+
+def reduce(key: jax.Array, rows: Callable, params: Any, lik, n: int, *, static: tuple = (),
+           thresholds=None, size: int = engine.BLOCK,
+           progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Histograms (float64, blocks added in order) of the rows ``rows(key, params, lik, block, size, *static)``.
+
+    With a likelihood the weights are exp(log-likelihood), rescaled block by block to the running
+    maximum (the engine's scheme), so the histograms are the importance-weighted posterior's.
+    """
+    pilot = np.asarray(jax.device_get(_pilot_call(key, params, rows=rows, static=static)), np.float64)
+    span = np.maximum(pilot[1] - pilot[0], 1e-6)
+    lo, width = pilot[0] - 0.5 * span, 2.0 * span / NBINS
+    q = len(lo)
+    thr = np.zeros(q) if thresholds is None else np.asarray(thresholds, np.float64)
+    nblocks = -(-n // size)
+    acc: dict[str, Any] | None = None
+    log_max = -np.inf
+    mn, mx = np.full(q, np.inf), np.full(q, -np.inf)
+    bins = tuple(jnp.asarray(x, jnp.float32) for x in (lo, 1.0 / width, thr))
+    for b in range(nblocks):
+        nv = min(n - b * size, size)
+        out = jax.device_get(_hist_call(key, params, lik, bins, jnp.asarray([b], jnp.uint32),
+                                        jnp.asarray([nv], jnp.int32), rows=rows, static=static, size=size,
+                                        nbins=NBINS))
+        blk = {k: np.asarray(v[0], np.float64) for k, v in out.items()}
+        mn, mx = np.minimum(mn, blk["min"]), np.maximum(mx, blk["max"])
+        m = float(blk["m"])
+        if np.isfinite(m) and float(blk["s0"]) > 0:
+            new = max(m, log_max)
+            scale_new, scale_old = math.exp(m - new), (math.exp(log_max - new) if np.isfinite(log_max) else 0.0)
+            parts = ("hist", "s0", "above", "below")
+            blk2 = {k: blk[k] * scale_new for k in parts}
+            blk2["s0w2"] = blk["s0w2"] * scale_new**2
+            if acc is None:
+                acc = blk2
+            else:
+                acc = {k: acc[k] * (scale_old**2 if k == "s0w2" else scale_old) + blk2[k] for k in acc}
+            log_max = new
+        if progress is not None:
+            progress(b + 1, nblocks)
+    if acc is None:
+        raise SpecError("no draw can explain the observations (every likelihood is zero)", field="observe")
+    acc.update(lo=lo, width=width, min=mn, max=mx, n=n)
+    return acc
+
+
+def quantiles(h: Mapping[str, Any], row: int, probs) -> np.ndarray:
+    """Quantiles of row ``row`` (centred log), clamped to the exact min and max of the draws."""
+    lo_x, hi_x = h["min"][row], h["max"][row]
+    if hi_x <= lo_x:
+        return np.full(len(np.atleast_1d(probs)), lo_x)
+    qs = hist_quantiles(h["hist"][row], h["lo"][row], h["width"][row], probs)
+    return np.clip(np.where(np.isnan(qs), np.where(np.asarray(probs) < 0.5, lo_x, hi_x), qs), lo_x, hi_x)
+
+
+def cdf(h: Mapping[str, Any], row: int, x) -> np.ndarray:
+    """P(row <= x) from the histogram (linear within bins)."""
+    hist = h["hist"][row]
+    edges, cum = hist_cdf(hist, h["lo"][row], h["width"][row])
+    return np.interp(np.asarray(x, np.float64), edges, cum, left=cum[0], right=1.0 - hist[-1] / hist.sum())
