@@ -136,6 +136,9 @@ def _paired(key, params, block, size, plan):
     return evaluate(a, apply_copula(a, za)), evaluate(b, apply_copula(b, zb))
 
 
+_paired_call = jax.jit(_paired, static_argnames=("size", "plan"))
+
+
 def _compare_rows(key, params, lik, block, size, output: str, plan):
     """Both models' centred log output and their difference (log B/A minus a constant); the log-likelihood."""
     va, vb = _paired(key, params, block, size, plan)
@@ -164,7 +167,7 @@ def paired_draws(spec_a, spec_b, couple: Mapping[str, float] | None = None, *, s
     makes them: for checking the coupling, and for a notebook's own plots."""
     params, plan = _params(spec_a, spec_b, coupling(spec_a, spec_b, couple))
     key = engine.seed_key(spec_a.seed if seed is None else int(seed)) if key is None else key
-    va, vb = jax.jit(_paired, static_argnames=("size", "plan"))(key, params, jnp.uint32(0), size=size, plan=plan)
+    va, vb = _paired_call(key, params, jnp.uint32(0), size=size, plan=plan)
     lin = lambda m, v: {k: np.exp(m.centers[k] + np.broadcast_to(np.asarray(x, np.float64), (size,)))
                         for k, x in v.items()}
     return lin(params[0], va), lin(params[1], vb)
