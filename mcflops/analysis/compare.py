@@ -84,21 +84,30 @@ def parse_couple(items: Mapping[str, Any] | Sequence[str] | None, field: str = "
 def coupling(spec_a, spec_b, couple: Mapping[str, Any] | Sequence[str] | None = None) -> list[dict[str, Any]]:
     """How every input of either file is drawn in B against A: one row per input (A's order, then B's new
     ones) with ``name``, ``a`` and ``b`` (the priors in words, None where absent), ``draws`` (shared, coupled,
-    independent or fixed) and ``spearman`` (the rank correlation of A's and B's draws: 1 shared, the
-    requested one coupled, 0 independent; None fixed). ``couple``: as :func:`parse_couple` takes it."""
-    couple = parse_couple(couple)
+    independent or fixed), ``spearman`` (the rank correlation of A's and B's draws: 1 shared, the requested
+    one coupled, 0 independent; None fixed) and, when coupled, ``by`` (``--couple`` or ``compare:``).
+    ``couple``: the command line's, as :func:`parse_couple` takes it; it adds to B's ``compare: {couple:
+    ...}`` block and overrides it."""
+    given = parse_couple(couple)
+    block = {n: line for (n, _), line in zip(spec_b.compare.couple, spec_b.compare.lines) if n not in given}
+    couple = {**dict(spec_b.compare.couple), **given}
     pa, pb = spec_a.priors, spec_b.priors
     rows = []
     for name in [*pa, *(n for n in pb if n not in pa)]:
         da, db = pa.get(name), pb.get(name)
         ua, ub = da is not None and da.family != "point", db is not None and db.family != "point"
+        extra = {}
         if name in couple:
-            if not (ua and ub):
-                which = "A" if not ua else "B"
-                state = "absent from" if (pa if which == "A" else pb).get(name) is None else "a point value in"
-                raise SpecError(f"{name} is {state} {which}: only an input uncertain in both files can be coupled",
-                                field="--couple")
+            if not ua:  # B's own block was checked against B at load
+                state = "absent from" if da is None else "a point value in"
+                at = (dict(path=spec_b.path, line=block[name], field=f"compare.couple.{name}") if name in block
+                      else dict(field="--couple"))
+                raise SpecError(f"{name} is {state} A: only an input uncertain in both files can be coupled", **at)
+            if not ub:
+                raise SpecError(f"{name} is {'absent from' if db is None else 'a point value in'} B: only an input "
+                                "uncertain in both files can be coupled", field="--couple")
             how, rho = COUPLED, couple.pop(name)
+            extra = {"by": "compare:" if name in block else "--couple"}
         elif ua and ub and same_prior(da, db):
             how, rho = SHARED, 1.0
         elif ua or ub:
@@ -106,7 +115,7 @@ def coupling(spec_a, spec_b, couple: Mapping[str, Any] | Sequence[str] | None = 
         else:
             how, rho = FIXED, None
         rows.append({"name": name, "a": da.describe() if da is not None else None,
-                     "b": db.describe() if db is not None else None, "draws": how, "spearman": rho})
+                     "b": db.describe() if db is not None else None, "draws": how, "spearman": rho, **extra})
     if couple:
         raise SpecError(f"{', '.join(couple)}: not an input of either file", field="--couple")
     return rows
@@ -200,6 +209,8 @@ def _notes(spec_a, spec_b, ma, mb, rows, posterior: bool) -> list[str]:
                      f"{hb.precision} ({ha.peak_flops / 1e12:.1f} TFLOP/s): B / A is exactly 1 through peak "
                      f"FLOP/s, so any gain of {hb.accelerator} (memory, bandwidth) must come through its MFU prior"
                      + (" - and nothing else differs here, so B / A is 1 for every draw" if only else ""))
+    if spec_a.compare.couple and spec_a.compare.couple != spec_b.compare.couple:
+        notes.append("A's `compare:` block is not read: the couplings come from B's and from --couple")
     observed = [t for t, s in (("A", spec_a), ("B", spec_b)) if s.observe]
     if observed and not posterior:
         notes.append(f"{' and '.join(observed)} {'has' if len(observed) == 1 else 'have'} an `observe:` block: "

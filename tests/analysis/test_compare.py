@@ -16,6 +16,7 @@ from scipy import integrate, optimize, stats
 import mcflops
 from mcflops.analysis import compare as compare_mod
 from mcflops.errors import SpecError
+from mcflops.spec import resolved_dict
 
 K = 4.0
 N = 1 << 18
@@ -247,3 +248,29 @@ def test_cli_out_writes_the_comparison_report(tmp_path, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--couple" in err
     code, _, err = _cli(["compare", str(fb), str(fb), "--posterior", "--quiet"], capsys)
     assert code == 2 and "--posterior" in err
+
+
+def test_a_compare_block_in_b_couples_and_the_command_line_overrides_it(tmp_path):
+    sa, sb = mcflops.load_spec(A), mcflops.load_spec({**B, "compare": {"couple": {"mfu": 0.7}}})
+    rows = compare_mod.coupling(sa, sb)
+    assert rows[2]["draws"] == "coupled" and rows[2]["spearman"] == 0.7 and rows[2]["by"] == "compare:"
+    rows = compare_mod.coupling(sa, sb, ["mfu=-0.2"])
+    assert rows[2]["spearman"] == -0.2 and rows[2]["by"] == "--couple"
+    da, db = compare_mod.paired_draws(sa, sb, size=1 << 15)
+    assert abs(stats.spearmanr(da["mfu"], db["mfu"]).statistic - 0.7) < K * _spearman_se(0.7, 1 << 15)
+    # the block is part of the resolved file (and its hash)
+    assert resolved_dict(sb)["compare"] == {"couple": {"mfu": 0.7}}
+    from mcflops.spec.schema import json_schema
+
+    assert "couple" in json_schema()["properties"]["compare"]["properties"]
+    # checked at load against B, and against A when the files meet, naming B's line
+    f = tmp_path / "b.yaml"
+    f.write_text("name: b\nhardware: {accelerator: h200}\npriors:\n  params: 7e9\n  tokens: 1T\n"
+                 "  mfu: {beta: [0.3, 0.4]}\n  goodput: {beta: [0.8, 0.9]}\ncompare:\n  couple: {mfu: 1.5}\n")
+    with pytest.raises(SpecError, match="between -1 and 1") as e:
+        mcflops.load_spec(f)
+    assert e.value.field == "compare.couple.mfu" and e.value.line == 9
+    f.write_text(f.read_text().replace("mfu: 1.5", "goodput: 0.5"))
+    with pytest.raises(SpecError, match="point value in A") as e:
+        compare_mod.coupling(sa, mcflops.load_spec(f))
+    assert (e.value.field, e.value.line, e.value.path) == ("compare.couple.goodput", 9, str(f))
