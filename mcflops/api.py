@@ -307,16 +307,21 @@ def plan(spec: SpecLike, *, deadline_days=None, prob=None, gpus=None, budget_hou
 
 
 def compare(spec_a: SpecLike, spec_b: SpecLike, *, output: str = "gpu_hours", samples: int | None = None,
-            seed: int | None = None, key=None, progress: Progress = None) -> dict[str, Any]:
-    """``mcflops compare``: B against A on common random numbers (samples and seed: A's unless given);
-    what compare.json holds."""
+            seed: int | None = None, couple: Mapping[str, float] | list[str] | None = None, posterior: bool = False,
+            key=None, progress: Progress = None) -> dict[str, Any]:
+    """``mcflops compare``: B against A (samples and seed: A's unless given); what compare.json holds.
+
+    Inputs with identical priors share their draws, the others are independent unless ``couple`` gives
+    their rank correlation (``{"mfu": 0.7}`` or ``["mfu=0.7"]``; it adds to and overrides B's
+    ``compare: {couple: ...}`` block); ``posterior``: both files weighted by their ``observe:`` blocks."""
     from mcflops import engine
     from mcflops.analysis import compare as compare_mod
 
     engine.setup()
     a = _overridden(spec_a, samples, seed)
     b = spec_b if isinstance(spec_b, Spec) else load_spec(spec_b)
-    return jsonable(compare_mod.compare(a, b, output=output, key=key, progress=progress))
+    return jsonable(compare_mod.compare(a, b, output=output, couple=couple, posterior=posterior, key=key,
+                                        progress=progress))
 
 
 def sensitivity(spec: SpecLike, *, output: str | None = None, sweeps: list[str] | None = None,

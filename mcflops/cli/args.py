@@ -127,15 +127,22 @@ def _sens_parsers(sub, common) -> None:
     pl.add_argument("--budget-usd", metavar="B", help="dollar budget: tokens that fit (needs a price prior)")
     pl.add_argument("--posterior", action="store_true",
                     help="plan on the posterior (importance-weighted by the file's observe: block)")
-    cp = sub.add_parser("compare", help="two prior files on the same random draws: B / A",
-                        description="Compare two scenarios (e.g. H100 vs H200 for the same run) on common random "
-                        "numbers: inputs with the same name get the same draws, so the ratio B / A shows only what "
-                        "differs. Seed and sample count come from file A unless given.")
+    cp = sub.add_parser("compare", help="two prior files, B / A: identical priors share their draws",
+                        description="Compare two scenarios (e.g. H100 vs H200 for the same run): an input whose prior "
+                        "is identical in both files shares its draws (it cancels from B / A), one whose priors differ "
+                        "is drawn independently unless --couple gives the rank correlation of its two draws. Seed "
+                        "and sample count come from file A unless given.")
     cp.add_argument("file_a", help="prior file A (the reference)")
     cp.add_argument("file_b", help="prior file B")
     cp.add_argument("--output", default="gpu_hours", help="the output to compare (default gpu_hours)")
     cp.add_argument("--samples", type=_positive_int, help="Monte Carlo draws (default: A's samples:)")
     cp.add_argument("--seed", type=_seed, help="random seed (default: A's seed:)")
+    cp.add_argument("--couple", action="append", metavar="INPUT=RHO",
+                    help="draw INPUT in A and B with rank (Spearman) correlation RHO in [-1, 1] (a Gaussian copula; "
+                    "1: the same draws), e.g. mfu=0.7; repeatable")
+    cp.add_argument("--posterior", action="store_true",
+                    help="compare the posteriors (both files weighted by their observe: blocks)")
     cp.add_argument("--json", action="store_true", help="print the result as JSON on stdout instead of tables")
     cp.add_argument("--quiet", action="store_true", help="no progress bar")
-    cp.add_argument("--out", help=out_help)
+    cp.add_argument("--out", help="also write compare.json, compare.png and a report (report.md, report.html) "
+                    "into this folder (created if missing)")

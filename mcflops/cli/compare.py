@@ -1,42 +1,65 @@
-"""`mcflops compare`: two prior files on common random numbers (B / A) through analysis.compare,
-printed as a table or --json; with --out, compare.json and compare.png (the histogram of B / A)."""
+"""`mcflops compare`: two prior files, B / A, through mcflops.api.compare, printed as a table or --json;
+with --out, compare.json, compare.png (the histogram of B / A) and a report (report.md, report.html)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from mcflops.cli import figures
-from mcflops.cli.session import analysis_command, plain, samples
 from mcflops.cli.tables import table
 from mcflops.numbers import format_number as fmt
 
 
 def command(args) -> int:
-    return analysis_command(args, compute, "compare.json", figures.compare, show_compare)
+    import json
 
+    from mcflops import api
+    from mcflops.cli import write
+    from mcflops.cli.progress import progress
+    from mcflops.cli.session import primary, setup_jax
 
-def compute(args, progress) -> dict[str, Any]:
-    from mcflops.analysis import compare as compare_mod
-    from mcflops.spec import load_spec
+    setup_jax()
+    with progress(args.quiet or args.json) as bar:
+        data = api.compare(args.file_a, args.file_b, output=args.output, samples=args.samples, seed=args.seed,
+                           couple=args.couple, posterior=args.posterior, progress=bar)
+    if not primary():
+        return 0
+    if args.out:
+        write.write_compare(Path(args.out), data, figures.compare(data))
+        data["out"] = str(args.out)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    from rich.console import Console
 
-    a, b = load_spec(args.file_a), load_spec(args.file_b)
-    return plain(compare_mod.compare(a, b, output=args.output, samples=samples(args.samples), seed=args.seed,
-                              progress=progress))
+    con = Console()
+    show_compare(con, data)
+    if "out" in data:
+        con.print(f"\n[dim]wrote {data['out']}/ (compare.json, report.md, report.html)[/dim]")
+    return 0
 
 
 def show_compare(con, d: dict[str, Any]) -> None:
     from rich.markup import escape
 
     out = d["output"]
-    con.print(f"[bold]compare[/bold] {out}: B = {d['b']['name']} ({escape(str(d['b']['path']))}) against "
-              f"A = {d['a']['name']} ({escape(str(d['a']['path']))})  [dim](seed {d['seed']}, {d['samples']:,} draws, the same z "
-              f"for shared inputs: {', '.join(d['shared_inputs']) or 'none'})[/dim]\n")
+    which = "posteriors" if d.get("distribution") == "posterior" else "priors"
+    con.print(f"[bold]compare[/bold] {out}: B = {escape(d['b']['name'])} ({escape(str(d['b']['path']))}) against "
+              f"A = {escape(d['a']['name'])} ({escape(str(d['a']['path']))})  [dim](seed {d['seed']}, "
+              f"{d['samples']:,} draws, the {which})[/dim]\n")
     t = table(f"{out}", ["", "p5", "p25", "p50", "p75", "p95"])
     for tag in ("a", "b"):
-        t.add_row(f"{tag.upper()} {d[tag]['name']}", *(fmt(d[tag][k]) for k in ("p5", "p25", "p50", "p75", "p95")))
+        t.add_row(f"{tag.upper()} {escape(d[tag]['name'])}",
+                  *(fmt(d[tag][k]) for k in ("p5", "p25", "p50", "p75", "p95")))
     r = d["ratio"]
     t.add_row("B / A", *(f"{r[k]:.4g}" for k in ("p5", "p25", "p50", "p75", "p95")))
     con.print(t)
     con.print(f"  P(B > A) = {r['prob_b_greater']:.3f}, P(B < A) = {r['prob_b_less']:.3f}")
+    if d.get("ess") is not None:
+        con.print(f"  effective sample size {d['ess']:,.0f}")
+    coupled = ", ".join(f"{k} (rank correlation {v:g})" for k, v in (d.get("coupled_inputs") or {}).items())
+    con.print(f"  draws: shared {', '.join(d.get('shared_inputs') or []) or 'none'}; coupled {coupled or 'none'}; "
+              f"independent {', '.join(d.get('independent_inputs') or []) or 'none'}")
     for note in d.get("notes", []):
-        con.print(f"[yellow]note:[/yellow] {note}")
+        con.print(f"[yellow]note:[/yellow] {escape(note)}")

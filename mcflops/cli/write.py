@@ -158,6 +158,19 @@ def write_outputs(out: Path, name: str, data: Mapping[str, Any], figures: Mappin
         raise _cannot_write(e, where or str(e.filename or out)) from None
 
 
+def write_compare(out: Path, data: Mapping[str, Any], figures: Mapping[str, Writer]) -> None:
+    """`compare --out`: compare.json and its figure (``write_outputs``), then report.md and report.html
+    rendered from them (report.comparison), each replaced atomically."""
+    from mcflops.report.comparison import render
+
+    write_outputs(out, "compare.json", data, figures, where=str(out))
+    for name, text in render(out).items():
+        try:
+            replace_text(out / name, text)
+        except OSError as e:
+            raise _cannot_write(e, str(out / name)) from None
+
+
 def write_fit(path: Path, fit: Mapping[str, Any], where: Path) -> None:
     """The calibration fit as compact JSON (`calibrate --write`), replaced atomically."""
     try:

@@ -136,8 +136,18 @@ def plan_curve(path, plan: Mapping[str, Any]) -> str:
     return style.save(fig, path)
 
 
+def _draws(cmp: Mapping[str, Any]) -> str:
+    """Which inputs share, couple or draw independently (analysis.compare's lists)."""
+    parts = [f"shared: {', '.join(cmp.get('shared_inputs') or []) or 'none'}"]
+    if cmp.get("coupled_inputs"):
+        parts.append("coupled: " + ", ".join(f"{k} ({v:g})" for k, v in cmp["coupled_inputs"].items()))
+    if cmp.get("independent_inputs"):
+        parts.append(f"independent: {', '.join(cmp['independent_inputs'])}")
+    return "; ".join(parts)
+
+
 def compare_ratio(path, cmp: Mapping[str, Any]) -> str:
-    """Histogram of B / A on common random numbers."""
+    """Histogram of B / A over the paired draws; the label says which inputs share their draws."""
     h = cmp["ratio_hist"]
     e = np.exp(np.asarray(h["log_edges"]))
     w = np.asarray(h["weights"])
@@ -149,7 +159,7 @@ def compare_ratio(path, cmp: Mapping[str, Any]) -> str:
         ax.axvline(r["p50"], color=style.PRIOR, lw=3)
     ax.axvline(1.0, color=style.OBSERVED, lw=0.8, ls=":")
     ax.axvline(r["p50"], color=style.POSTERIOR, lw=1.5, label=f"median {r['p50']:.3g}")
-    ax.set_xlabel(f"{cmp['b']['name']} / {cmp['a']['name']} ({_label(cmp['output'])}, same draws)")
+    ax.set_xlabel(f"{cmp['b']['name']} / {cmp['a']['name']} ({_label(cmp['output'])}); {_draws(cmp)}")
     ax.set_yticks([])
     ax.legend(loc="best")
     if r["max"] > r["min"]:

@@ -14,6 +14,7 @@ from typing import Mapping
 
 from mcflops import chain as napkin
 from mcflops.errors import closest, kind
+from mcflops.spec.compare import compare_block
 from mcflops.priors.dist import tail_quantiles
 from mcflops.spec.correlations import correlations_block
 from mcflops.spec.fields import Fields
@@ -28,7 +29,7 @@ from mcflops.spec.types import CONVENTIONS, MAX_SAMPLES, Spec
 # The top-level keys, in the order resolved_dict writes them. A new block: its key here, a module that
 # parses it into a frozen value (a Spec field), and a line in _build and in resolved_dict.
 TOP_KEYS = ("name", "description", "seed", "samples", "hardware", "flops", "architecture", "priors",
-            "observe", "reported", "sensitivity", "correlations", "plan")
+            "observe", "reported", "sensitivity", "correlations", "plan", "compare")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # fullmatch: `$` would let a final newline through
 MAX_LOG_OUTPUT = 300 * math.log(10)  # every output's within 1e-300..1e300 (float64 holds 1.8e308)
 
@@ -95,6 +96,7 @@ def _build(data: Mapping, where: Fields) -> Spec:
                    "sensitivity": sensitivity_block(where, data, spec),
                    "correlations": correlations_block(where, data, spec),
                    "plan": plan_block(where, data, spec),
+                   "compare": compare_block(where, data, spec),
                    "reported": parse_reported(where, data, spec)})
 
 

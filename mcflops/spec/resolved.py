@@ -39,6 +39,8 @@ def resolved_dict(spec) -> dict[str, Any]:
         d["correlations"] = [c.written for c in spec.correlations]
     if spec.plan.written is not None:
         d["plan"] = spec.plan.written
+    if spec.compare.written is not None:
+        d["compare"] = spec.compare.written
     return plain(d)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcflops import hardware
+from mcflops.spec.compare import compare_schema
 from mcflops.spec.correlations import ENTRY_KEYS
 from mcflops.spec.grammar import FAMILIES, _NAMED
 from mcflops.spec.machine import ARCH_KEYS, HARDWARE_KEYS
@@ -103,6 +104,7 @@ def json_schema() -> dict[str, Any]:
             "sensitivity": sensitivity,
             "correlations": {"type": "array", "items": correlation},
             "plan": plan,
+            "compare": compare_schema("#/$defs/number", inputs),
         },
     }
 

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from mcflops import chain as napkin
 from mcflops.arch import SHAPE_KEYS, Counts, Shape, counts
 from mcflops.priors.dist import Dist
+from mcflops.spec.compare import CompareOptions
 from mcflops.spec.reported import Reported
 from mcflops.spec.resolved import resolved_dict
 
@@ -154,6 +155,7 @@ class Spec:
     correlations: tuple[Correlation, ...] = ()
     plan: PlanOptions = field(default_factory=PlanOptions)
     reported: Mapping[str, Reported] = field(default_factory=dict)  # claims to check against the posterior
+    compare: CompareOptions = field(default_factory=CompareOptions)  # how `compare A B` couples B's inputs
     path: str | None = None
 
     @property

@@ -1,4 +1,4 @@
-"""Planning against closed forms (lognormal hours), and compare on common random numbers.
+"""Planning against closed forms (lognormal hours) (compare: test_compare.py).
 
 Quantile checks allow K = 4 Monte Carlo standard errors of the quantile (sqrt(p(1-p)/n) / f(q);
 6e-5 false-failure rate per comparison) plus one histogram bin, with fixed seeds.
@@ -11,7 +11,6 @@ import pytest
 from scipy import stats
 
 import mcflops
-from mcflops.analysis import compare as compare_mod
 from mcflops.analysis import plan as plan_mod
 from mcflops.priors.dist import Z95
 from mcflops.errors import SpecError
@@ -98,33 +97,6 @@ def test_posterior_plan_uses_the_runs_draws():
     # the same draws and weights as the engine (different bins): medians agree to a fraction of an MCSE
     assert p["gpu_hours"]["p50"] == pytest.approx(res.posterior["gpu_hours"]["p50"], rel=2e-3)
     assert p["ess"] == pytest.approx(res.posterior["ess"], rel=1e-3)
-
-
-def test_compare_identical_files_ratio_exactly_one(tmp_path):
-    spec = mcflops.load_spec(SPEC)
-    c = compare_mod.compare(spec, spec, samples=50_000)
-    for k in ("p5", "p25", "p50", "p75", "p95", "min", "max"):
-        assert c["ratio"][k] == 1.0
-    assert c["ratio"]["prob_b_greater"] == 0.0 and c["ratio"]["prob_b_less"] == 0.0
-    assert c["a"] == {**c["b"], "path": c["a"]["path"]}
-
-
-def test_compare_uses_common_random_numbers():
-    """Same priors, other accelerator: every draw's ratio is the peak ratio (the same z for every shared input)."""
-    a = {**SPEC, "priors": {k: v for k, v in SPEC["priors"].items() if k != "peak_flops"}}
-    b = {**a, "hardware": {"accelerator": "a100-sxm", "count": 4096}}
-    from mcflops import hardware
-
-    want = PEAK / hardware.get("a100-sxm").peak("bf16")
-    c = compare_mod.compare(mcflops.load_spec(a), mcflops.load_spec(b), samples=50_000)
-    for k in ("min", "p50", "max"):
-        assert c["ratio"][k] == pytest.approx(want, rel=1e-5)
-    assert c["ratio"]["prob_b_greater"] == 1.0
-    # a wider MFU prior in B: the ratio now varies, but tokens (shared, same z) cancel exactly
-    b2 = {**a, "priors": {**a["priors"], "mfu": {"beta": [0.3, 0.5]}}}
-    c2 = compare_mod.compare(mcflops.load_spec(a), mcflops.load_spec(b2), samples=50_000)
-    assert c2["ratio"]["min"] < 1 < c2["ratio"]["max"]
-    assert c2["shared_inputs"] == ["tokens", "price"]
 
 
 @pytest.mark.parametrize("kw, field", [

@@ -1,0 +1,126 @@
+"""The comparison report: Markdown and one self-contained HTML page from a ``compare --out`` folder.
+
+Computation-free, like the run report: everything comes from ``compare.json`` and the figure
+(``compare.png``) in the folder; the markup and its escaping are :mod:`mcflops.report.markup`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any, Mapping
+
+from mcflops.report.blocks import B, Box, C, Document, Fig, Items, P, Section, Table, fmt, label, num
+from mcflops.report.markup import to_html, to_markdown
+
+DATA = "compare.json"
+FIGURE = "compare.png"
+_PNG = b"\x89PNG\r\n\x1a\n"
+_DRAWS = {"shared": "shared (the same draws)", "coupled": "coupled", "independent": "independent",
+          "fixed": "fixed (a point value)"}
+
+
+def render(folder: str | Path) -> dict[str, str]:
+    """{"report.md": ..., "report.html": ...} for the comparison in ``folder`` (nothing is written)."""
+    from mcflops.errors import SpecError
+
+    folder = Path(folder)
+    try:
+        data = json.loads((folder / DATA).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SpecError(f"cannot read {DATA}: {e}", path=str(folder)) from None
+    fig = folder / FIGURE
+    png = fig.read_bytes() if fig.is_file() else b""
+    doc = build(data, png if png.startswith(_PNG) and len(png) > 24 else None)
+    return {"report.md": to_markdown(doc), "report.html": to_html(doc)}
+
+
+def _r(x: Any) -> str:
+    return f"{x:.3g}" if num(x) else "n/a"
+
+
+def build(d: Mapping[str, Any], png: bytes | None = None) -> Document:
+    out, a, b, r = d.get("output", "gpu_hours"), d.get("a") or {}, d.get("b") or {}, d.get("ratio") or {}
+    post = d.get("distribution") == "posterior"
+    meta = f"seed {d.get('seed', '?')} · {d.get('samples', 0):,} draws · {'posteriors' if post else 'priors'}"
+    title = f"{b.get('name', 'B')} against {a.get('name', 'A')}: {label(out)}"
+    return Document(title, f"B = {b.get('name')} ({b.get('path')}), A = {a.get('name')} ({a.get('path')})", meta,
+                    [_headline(d, out, a, b, r, post, png), _inputs(d), _notes(d), _reproduce(d)])
+
+
+def _headline(d, out, a, b, r, post, png) -> Section:
+    sec = Section("ratio", "1. B / A")
+    which = "posterior" if post else "prior"
+    if num(r.get("min")) and r.get("min") == r.get("max"):
+        box = [P([B(f"B / A = {r['p50']:.4g}"), " for every draw: the files differ only by a constant factor."])]
+    else:
+        box = [P([B(f"B / A: median ×{_r(r.get('p50'))}"), f" (90% interval {_r(r.get('p5'))} to {_r(r.get('p95'))}) "
+                  f"under the {which}s; P(B < A) = {_r(r.get('prob_b_less'))}, "
+                  f"P(B > A) = {_r(r.get('prob_b_greater'))}."])]
+    coupled = d.get("coupled_inputs") or {}
+    box.append(P([f"Shared draws: {', '.join(d.get('shared_inputs') or []) or 'none'}; coupled: "
+                  f"{', '.join(f'{k} (rank correlation {v:g})' for k, v in coupled.items()) or 'none'}; "
+                  f"independent: {', '.join(d.get('independent_inputs') or []) or 'none'} (section 2)."]))
+    if post and num(d.get("ess")):
+        box.append(P([f"Weighted by the files' observations ({_observed(d)}); effective sample size "
+                      f"{d['ess']:,.0f}."]))
+    sec.blocks.append(Box(box))
+    names = ("p5", "p25", "p50", "p75", "p95")
+    rows = [[f"A: {a.get('name')}", *(fmt(out, a.get(k)) for k in names)],
+            [f"B: {b.get('name')}", *(fmt(out, b.get(k)) for k in names)],
+            ["B / A", *(_r(r.get(k)) for k in names)]]
+    sec.blocks.append(Table(["", *names], rows, num=frozenset(range(1, 6)),
+                            caption=f"{label(out)} quantiles; B / A's are quantiles of the ratio draw by draw, not "
+                            "ratios of the quantiles."))
+    if png is not None:
+        sec.blocks.append(Fig(FIGURE, png, f"The distribution of B / A over the paired draws ({FIGURE})"))
+    return sec
+
+
+def _observed(d) -> str:
+    obs = d.get("observed") or {}
+    return "; ".join(f"{k.upper()}: {', '.join(v)}" for k, v in obs.items()) or "none"
+
+
+def _inputs(d) -> Section:
+    sec = Section("inputs", "2. How each input is drawn")
+    sec.blocks.append(P(["An input whose prior is the same distribution in both files is ", B("shared"),
+                         ": B takes A's draw, so it cancels from B / A. One whose priors differ is drawn ",
+                         B("independently"), " unless a rank correlation was set (", C("--couple mfu=0.7"),
+                         " or B's ", C("compare: {couple: {mfu: 0.7}}"), "): then it is ", B("coupled"),
+                         " by a Gaussian copula with that Spearman correlation. Which one fits is a modelling "
+                         "choice: coupling makes B / A narrower when the two inputs really move together."]))
+    rows = []
+    for row in d.get("inputs") or []:
+        rho = row.get("spearman")
+        rows.append([label(str(row.get("name"))), str(row.get("a") or "absent"), str(row.get("b") or "absent"),
+                     _DRAWS.get(row.get("draws"), str(row.get("draws"))), f"{rho:g}" if num(rho) else "–"])
+    sec.blocks.append(Table(["input", "A", "B", "draws", "rank correlation"], rows, num=frozenset({4}),
+                            src=frozenset({1, 2}), stack=True))
+    return sec
+
+
+def _notes(d) -> Section:
+    sec = Section("notes", "3. Notes")
+    notes = d.get("notes") or []
+    sec.blocks.append(Items([[str(n)] for n in notes]) if notes else P(["None."]))
+    return sec
+
+
+def command(d: Mapping[str, Any]) -> str:
+    """The command line that repeats this comparison."""
+    a, b = d.get("a") or {}, d.get("b") or {}
+    words = ["mcflops", "compare", str(a.get("path")), str(b.get("path")), "--seed", str(d.get("seed")),
+             "--samples", str(d.get("samples"))]
+    if d.get("output", "gpu_hours") != "gpu_hours":
+        words += ["--output", str(d["output"])]
+    for k, v in (d.get("coupled_inputs") or {}).items():
+        words += ["--couple", f"{k}={v:g}"]
+    if d.get("distribution") == "posterior":
+        words.append("--posterior")
+    return shlex.join(words)
+
+
+def _reproduce(d) -> Section:
+    return Section("reproduce", "4. Reproduce", [P(["Every number here comes again from ", C(command(d)), "."])])
