@@ -22,6 +22,7 @@ from mcflops.spec.machine import params_from_architecture, parse_architecture, p
 from mcflops.spec.observe import parse_observations
 from mcflops.spec.options import plan_block, sensitivity_block
 from mcflops.spec.reader import read_yaml
+from mcflops.spec.recipes import count_dependent
 from mcflops.spec.reported import parse_reported
 from mcflops.spec.types import CONVENTIONS, MAX_SAMPLES, Spec
 
@@ -95,6 +96,7 @@ def _build(data: Mapping, where: Fields) -> Spec:
                    "sensitivity": sensitivity_block(where, data, spec),
                    "correlations": correlations_block(where, data, spec),
                    "plan": plan_block(where, data, spec),
+                   "count_dependent": count_dependent(where, data, hardware),
                    "reported": parse_reported(where, data, spec)})
 
 
