@@ -175,6 +175,14 @@ def fixed_point(curve: Curve, p: float, start: float) -> dict[str, Any]:
     if not len(ok):
         seen = sorted(curve.p)
         best = max(seen, key=lambda g: curve.p[g])
+        if curve.p[best] <= 0:  # no draw finishes at any count tried: no count to name
+            return {"gpus": None, "best_gpus": None, "best_prob": 0.0, "tried": [seen[0], seen[-1]]}
+        i = seen.index(best)  # the peak, once more between its neighbours
+        curve(_grid(seen[max(i - 1, 0)], seen[min(i + 1, len(seen) - 1)]))
+        seen = sorted(curve.p)
+        best = max(seen, key=lambda g: curve.p[g])
+        if curve.p[best] >= p:  # a finer grid found a count that reaches p after all: search below it
+            return fixed_point(curve, p, best)
         return {"gpus": None, "best_gpus": best, "best_prob": curve.p[best]}
     b = grid[ok[0]]
     a = grid[ok[0] - 1] if ok[0] > 0 else 0
@@ -195,7 +203,7 @@ def curve_points(curve: Curve, answer: int | None, points: int) -> tuple[list[in
     below = [g for g, q in zip(seen, pr) if q <= 0.005 and g <= peak]
     above = [g for g, q in zip(seen, pr) if q >= 0.999 and g >= peak]
     lo = below[-1] if below else seen[0]
-    hi = above[0] if above else max(peak, answer or 0, lo + 1)
+    hi = above[0] if above else max(peak, answer or 0, lo + 1) if pr.max() > 0 else seen[-1]
     counts = sorted({int(g) for g in np.ceil(np.geomspace(max(lo, 1), max(hi, 2), points))})
     return counts, curve(counts).tolist()
 

@@ -162,8 +162,13 @@ def _fixed_point(out: dict[str, Any], key, spec, model, lik, n: int, D: float, p
     out["curve"] = {"days": D, "gpus": counts, "prob": probs}
     names = ", ".join(spec.count_dependent)
     g = fp["gpus"] if fp["gpus"] is not None else fp["best_gpus"]
-    words = ", ".join(f"{name} p50 {percount.median_at(spec, name, g):.3f} on {g:,}" for name in spec.count_dependent)
-    if fp["gpus"] is None:
+    words = ", ".join(f"{name} p50 {percount.median_at(spec, name, g):.3f} on {g:,}" for name in spec.count_dependent) \
+        if g is not None else ""
+    if g is None:
+        lo, hi = fp["tried"]
+        out["notes"].append(f"no accelerator count finishes within {D:g} days: with {names} re-solved at each count, "
+                            f"no draw finishes at any count from {lo:,} to {hi:,}")
+    elif fp["gpus"] is None:
         out["notes"].append(f"no accelerator count finishes within {D:g} days with probability {p:g}: with {names} "
                             f"re-solved at each count, the best is {fp['best_gpus']:,} (P = {fp['best_prob']:.3f}); "
                             f"{words}")
