@@ -27,9 +27,16 @@ def compute(args, progress) -> dict[str, Any]:
 def show_plan(con, d: dict[str, Any]) -> None:
     from rich.markup import escape
 
-    p = d["prob"]
-    con.print(f"[bold]{d['name']}[/bold]  planning on the {d['distribution']} "
+    con.print(f"[bold]{escape(d['name'])}[/bold]  planning on the {d['distribution']} "
               f"[dim](seed {d['seed']}, {d['samples']:,} draws)[/dim]\n")
+    answers(con, d)
+
+
+def answers(con, d: dict[str, Any]) -> None:
+    """The answers and their notes (also under `mcflops run` for a file with a plan: block)."""
+    from rich.markup import escape
+
+    p = d["prob"]
     h = d["gpu_hours"]
     con.print(f"  GPU-hours: p50 {fmt(h['p50'])}, p90 {fmt(h['p90'])} (90% interval {fmt(h['p5'])} to {fmt(h['p95'])})")
     if "deadline" in d:
