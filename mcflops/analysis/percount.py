@@ -19,6 +19,7 @@ probability need not reach p at any G: then the answer is the count that comes c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from functools import partial
 from typing import Any, Mapping
@@ -30,7 +31,7 @@ import numpy as np
 from mcflops import engine
 from mcflops.model import GRID, Model, Sampler, evaluate, make_sampler, outputs, z_grid
 from mcflops.priors.dist import Dist
-from mcflops.spec import Hardware, Spec
+from mcflops.spec import Spec
 
 GRID_POINTS = 48  # counts per pass
 WIDE = 32.0  # the first grid spans the closed-form answer / WIDE .. x WIDE
@@ -42,9 +43,7 @@ def spec_at(spec: Spec, count: int) -> Spec:
     count-dependent prior re-solved there (priors in the file's order)."""
     dep = spec.count_dependent
     priors = {n: (dep[n].at(int(count)) if n in dep else d) for n, d in spec.priors.items()}
-    hw = spec.hardware
-    return Spec(**{**spec.__dict__, "priors": priors,
-                   "hardware": Hardware(hw.accelerator, hw.precision, int(count), hw.peak_flops, hw.tdp_w)})
+    return dataclasses.replace(spec, priors=priors, hardware=dataclasses.replace(spec.hardware, count=int(count)))
 
 
 def _log_quantiles(d: Dist, z: np.ndarray) -> np.ndarray:
