@@ -64,6 +64,7 @@ class Result:
     sums: Any = field(default=None, repr=False)
     model: Any = field(default=None, repr=False)
     notes: list[str] = field(default_factory=list, repr=False)
+    plan: dict[str, Any] | None = field(default=None, repr=False)  # the file's plan: block answered (plan.json's)
 
     def __repr__(self) -> str:
         lines = [f"Result({self.spec.name}: {self.samples:,} draws, seed {self.seed}, {self.device}, "
@@ -180,6 +181,8 @@ class Result:
             d["posterior"] = self.posterior
         if self.sensitivity is not None:
             d["sensitivity"] = self.sensitivity
+        if self.plan is not None:
+            d["plan"] = self.plan
         if self.notes:
             d["notes"] = self.notes
         d["timings"] = self.timings
@@ -263,12 +266,19 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
             part = background.result() if background is not None else None
             sens_out = sens.analyze(key, m, sums, draws, post.draws if post is not None else None, sens_opts,
                                     prior_part=part)
+        plan_out = None
+        if spec.plan.written is not None:  # the file's plan: block, answered as `mcflops plan` answers it
+            from mcflops.analysis import plan as plan_mod
+
+            plan_out = jsonable(plan_mod.plan(spec, spec.plan, key=key, posterior=post is not None))
+        # the failures model's degenerate regimes at the file's count (goodput under 0.5, interval far off)
+        notes = [x for dep in spec.count_dependent.values() for x in dep.notes()]
         timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
         return Result(spec=spec, seed=seed, samples=samples, chain=napkin.chain(spec), prior=prior,
                       observed=observed, draws=draws, posterior=post.summary if post is not None else None,
                       posterior_draws=post.draws if post is not None else None, sensitivity=sens_out,
                       device=device_name(), timings=timings, sums=sums, model=m,
-                      notes=list(post.notes) if post is not None else [])
+                      notes=notes + (list(post.notes) if post is not None else []), plan=plan_out)
 
 
 def _overridden(spec: SpecLike, samples: int | None, seed: int | None) -> Spec:

@@ -14,6 +14,12 @@ answer is a quantile of one of them (Hyndman & Fan 1996 type-4 interpolation of 
 
 The questions are the spec's ``plan:`` block, :class:`mcflops.spec.PlanOptions`, checked at load
 (``mcflops.spec.plan_options`` adds the command line's values).
+
+Inputs that depend on the accelerator count (``Spec.count_dependent``: the failures goodput) are
+re-solved at the count each question names (:mod:`mcflops.analysis.percount`): the hours, the cluster's
+days and the budgets at ``gpus`` (default hardware.count), and the deadline's count as the fixed point
+``min G: P(hours(G) / (24 G) <= D) >= p``, its curve with goodput(G) at every G. Without such inputs
+the closed forms above answer everything from one pass.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcflops import engine
+from mcflops.analysis import percount
 from mcflops.analysis.histpass import cdf, quantiles, reduce
 from mcflops.errors import SpecError
 from mcflops.model.compute import Model, build_model, evaluate
@@ -45,6 +52,20 @@ def _plan_rows(key, model: Model, lik, block, size, with_price: bool):
     return jnp.stack(rows), ll
 
 
+def _plan_rows_at(key, models, lik, block, size, with_price: bool):
+    """:func:`_plan_rows` of the spec re-solved at the asked count (``models[1]``), on the file's draws; the
+    observations weigh the draws through the file's own model (``models[0]``): they are about its run."""
+    base, at = models
+    z = engine.draw_z(key, base, block, size)
+    v = evaluate(at, z)
+    h = jnp.broadcast_to(v["gpu_hours"], (size,))
+    rows = [h, h - v["tokens"]]
+    if with_price:
+        rows.append(h - v["tokens"] + v["price"])
+    ll = None if lik is None else engine.log_likelihood(lik, evaluate(base, z))
+    return jnp.stack(rows), ll
+
+
 def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, seed: int | None = None,
          posterior: bool = False, progress: Callable[[int, int], None] | None = None,
          key: jax.Array | None = None) -> dict[str, Any]:
@@ -60,8 +81,16 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
             raise SpecError("--posterior needs an `observe:` block in the file", path=spec.path, field="--posterior")
         lik = engine.build_likelihood(spec, model)
     with_price = "price" in spec.priors
-    h = reduce(engine.seed_key(seed) if key is None else key, _plan_rows, model, lik, n, static=(with_price,), progress=progress)
-    c = model.centers
+    key = engine.seed_key(seed) if key is None else key
+    G = opts.gpus or spec.hardware.count
+    dep = tuple(spec.count_dependent)
+    if dep:  # the hours, the cluster and the budgets at the asked count, with what depends on it re-solved there
+        at = build_model(percount.spec_at(spec, G)) if G else model
+        h = reduce(key, _plan_rows_at, (model, at), lik, n, static=(with_price,), progress=progress)
+        c = at.centers
+    else:
+        h = reduce(key, _plan_rows, model, lik, n, static=(with_price,), progress=progress)
+        c = model.centers
     ch = c["gpu_hours"]
     centres = [ch, ch - c["tokens"]] + ([ch - c["tokens"] + c["price"]] if with_price else [])
     p = opts.prob
@@ -77,7 +106,12 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
     if lik is not None:
         out["ess"] = engine.ess(float(h["s0"]), float(h["s0w2"]))
     D = opts.deadline_days
-    if D is not None:
+    if dep:
+        out["count_dependent"] = list(dep)
+        out["notes"] = []
+    if D is not None and dep:
+        _fixed_point(out, key, spec, model, lik, n, D, p, hq[-1] / (24.0 * D))
+    elif D is not None:
         exact = hq[-1] / (24.0 * D)
         out["deadline"] = {"days": D, "prob": p, "gpus": int(math.ceil(exact - 1e-9)), "gpus_exact": float(exact),
                            "gpus_p50": int(math.ceil(hq[2] / (24.0 * D) - 1e-9))}
@@ -85,7 +119,6 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
         counts = np.unique(np.ceil(np.geomspace(max(lo_c, 1.0), max(hi_c, 2.0), CURVE_POINTS)).astype(np.int64))
         out["curve"] = {"days": D, "gpus": counts.tolist(),
                         "prob": cdf(h, 0, np.log(24.0 * D * counts) - centres[0]).tolist()}
-    G = opts.gpus or spec.hardware.count
     if G:
         days = q(0, [0.5, 0.9, p]) / (24.0 * G)
         out["cluster"] = {"gpus": G, "days_p50": float(days[0]), "days_p90": float(days[1]), "days_at_prob": float(days[2])}
@@ -100,4 +133,47 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
         cpt = q(2, [0.5, p])
         out["budget_usd"] = {"budget": opts.budget_usd, "prob": p, "tokens": float(opts.budget_usd / cpt[1]),
                              "tokens_p50": float(opts.budget_usd / cpt[0]), "usd_per_token_p50": float(cpt[0])}
+    if dep and G:
+        base = {n_: spec.count_dependent[n_].count for n_ in dep}
+        words = ", ".join(f"{n_} p50 {percount.median_at(spec, n_, G):.3f} on {G:,} accelerators"
+                          + (f" ({percount.median_at(spec, n_, base[n_]):.3f} on the file's {base[n_]:,})"
+                             if base[n_] != G else "") for n_ in dep)
+        out["notes"].insert(0, f"the hours, days and budgets are on {G:,} accelerators with {words}")
+        out["notes"] += [x for x in percount.notes(spec, {"cluster": G}) if x not in out["notes"]]
     return out
+
+
+def _fixed_point(out: dict[str, Any], key, spec, model, lik, n: int, D: float, p: float, start: float) -> None:
+    """The deadline's count and curve when inputs depend on the count (:mod:`mcflops.analysis.percount`), and
+    the notes: what was re-solved, the goodput at the answer, the failures model's regime there."""
+    curve = percount.Curve(key, spec, model, lik, n, D)
+    fp = percount.fixed_point(curve, p, start)
+    half = percount.fixed_point(curve, 0.5, start) if p != 0.5 else fp
+    ess = curve.ess
+    dl: dict[str, Any] = {"days": D, "prob": p, "method": "fixed point", "gpus": fp["gpus"],
+                          "gpus_p50": half["gpus"]}
+    if fp["gpus"] is not None:
+        P = fp["prob_at_gpus"]
+        dl.update(prob_at_gpus=P, prob_one_fewer=fp["prob_one_fewer"], mcse=math.sqrt(P * (1 - P) / max(ess, 1.0)))
+    else:
+        dl.update(best_gpus=fp["best_gpus"], best_prob=fp["best_prob"])
+    out["deadline"] = dl
+    counts, probs = percount.curve_points(curve, fp["gpus"], CURVE_POINTS)
+    out["curve"] = {"days": D, "gpus": counts, "prob": probs}
+    names = ", ".join(spec.count_dependent)
+    g = fp["gpus"] if fp["gpus"] is not None else fp["best_gpus"]
+    words = ", ".join(f"{name} p50 {percount.median_at(spec, name, g):.3f} on {g:,}" for name in spec.count_dependent) \
+        if g is not None else ""
+    if g is None:
+        lo, hi = fp["tried"]
+        out["notes"].append(f"no accelerator count finishes within {D:g} days: with {names} re-solved at each count, "
+                            f"no draw finishes at any count from {lo:,} to {hi:,}")
+    elif fp["gpus"] is None:
+        out["notes"].append(f"no accelerator count finishes within {D:g} days with probability {p:g}: with {names} "
+                            f"re-solved at each count, the best is {fp['best_gpus']:,} (P = {fp['best_prob']:.3f}); "
+                            f"{words}")
+    else:
+        out["notes"].append(f"{names} re-solved at every count tried: {fp['gpus']:,} accelerators is the fixed point "
+                            f"(the smallest count whose P(done within {D:g} days) >= {p:g}, with its own {names}; "
+                            f"{words})")
+    out["notes"] += [x for x in percount.notes(spec, {"deadline": g}) if x not in out["notes"]]

@@ -17,26 +17,40 @@ def command(args) -> int:
 
 
 def compute(args, progress) -> dict[str, Any]:
-    from mcflops.analysis import plan
-    from mcflops.spec import load_spec, plan_options
+    from mcflops import api  # the notebook's path: one plan for both
 
-    spec = load_spec(args.file)
-    opts = plan_options(spec, deadline_days=args.deadline_days, prob=args.prob, gpus=args.gpus,
-                        budget_hours=args.budget_hours, budget_usd=args.budget_usd)
-    return plain(plan.plan(spec, opts, samples=samples(args.samples), seed=args.seed,
-                           posterior=args.posterior, progress=progress))
+    return plain(api.plan(args.file, deadline_days=args.deadline_days, prob=args.prob, gpus=args.gpus,
+                          budget_hours=args.budget_hours, budget_usd=args.budget_usd, posterior=args.posterior,
+                          samples=samples(args.samples), seed=args.seed, progress=progress))
 
 
 def show_plan(con, d: dict[str, Any]) -> None:
-    p = d["prob"]
-    con.print(f"[bold]{d['name']}[/bold]  planning on the {d['distribution']} "
+    from rich.markup import escape
+
+    con.print(f"[bold]{escape(d['name'])}[/bold]  planning on the {d['distribution']} "
               f"[dim](seed {d['seed']}, {d['samples']:,} draws)[/dim]\n")
+    answers(con, d)
+
+
+def answers(con, d: dict[str, Any]) -> None:
+    """The answers and their notes (also under `mcflops run` for a file with a plan: block)."""
+    from rich.markup import escape
+
+    p = d["prob"]
     h = d["gpu_hours"]
     con.print(f"  GPU-hours: p50 {fmt(h['p50'])}, p90 {fmt(h['p90'])} (90% interval {fmt(h['p5'])} to {fmt(h['p95'])})")
     if "deadline" in d:
         dl = d["deadline"]
-        con.print(f"  to finish within {unpadded(dl['days'])} days with probability {p:g}: [bold]{dl['gpus']:,}[/bold] "
-                  f"accelerators ({dl['gpus_p50']:,} for an even chance)")
+        half = f"{dl['gpus_p50']:,}" if dl.get("gpus_p50") is not None else "no count"
+        if dl["gpus"] is None:
+            best = f"the best, {dl['best_gpus']:,}, gives {dl['best_prob']:.3f}" if dl.get("best_gpus") else "none gives more than 0"
+            con.print(f"  to finish within {unpadded(dl['days'])} days with probability {p:g}: [bold]no accelerator "
+                      f"count[/bold] ({best})")
+        else:
+            con.print(f"  to finish within {unpadded(dl['days'])} days with probability {p:g}: [bold]{dl['gpus']:,}"
+                      f"[/bold] accelerators ({half} for an even chance)"
+                      + (f" [dim](fixed point: {', '.join(d['count_dependent'])} re-solved at each count)[/dim]"
+                         if "count_dependent" in d else ""))
     if "cluster" in d:
         c = d["cluster"]
         line = (f"  on {c['gpus']:,} accelerators: {c['days_p50']:.1f} days at p50, {c['days_p90']:.1f} at p90"
@@ -49,5 +63,7 @@ def show_plan(con, d: dict[str, Any]) -> None:
             b = d[key]
             con.print(f"  a budget of {unpadded(b['budget'])} {unit} fits [bold]{fmt(b['tokens'])}[/bold] tokens with "
                       f"probability {p:g} ({fmt(b['tokens_p50'])} at even odds)")
+    for note in d.get("notes", []):
+        con.print(f"[yellow]note:[/yellow] {escape(note)}")
     if not any(k in d for k in ("deadline", "cluster", "budget_hours", "budget_usd")):
         con.print("  [dim]ask a question: --deadline-days D, --gpus N, --budget-hours H or --budget-usd B[/dim]")

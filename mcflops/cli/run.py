@@ -144,7 +144,13 @@ def print_result(res, data: dict[str, Any]) -> None:
             picks = sorted({0, len(vals) - 1, *(i for i, v in enumerate(vals) if abs(v - 0.40) < 1e-9)})
             con.print(escape(f"Sweep of {sw['input']} (others sampled): median {sw['output']} "
                              + ", ".join(f"{fmt(vals[i], 3)} -> {fmt(p50[i])}" for i in picks)))
+    if data.get("plan"):  # the file's plan: block
+        from mcflops.cli.plan import answers
+
+        con.print(f"\n[bold]Plan[/bold] (the file's plan: block, on the {data['plan']['distribution']})")
+        answers(con, data["plan"])
     for note in data.get("notes", []):
-        con.print(f"[yellow]note:[/yellow] {escape(note)}")
+        if note not in (data.get("plan") or {}).get("notes", ()):  # printed with the plan
+            con.print(f"[yellow]note:[/yellow] {escape(note)}")
     if "out" in data:
         con.print(f"\n[dim]wrote {escape(str(data['out']))}/[/dim]")

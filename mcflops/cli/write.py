@@ -94,6 +94,8 @@ def run_files(res) -> tuple[list[Writer], list[str]]:
             notes.append(FIGURES_MISSING)
     if res.sensitivity and figures.can_draw():
         writers.append(lambda folder: figures.draw(folder, figures.sensitivity(res.sensitivity), digest))
+    if res.plan and figures.can_draw():  # plan.png, the planning section's curve (with a deadline)
+        writers.append(lambda folder: figures.draw(folder, figures.plan(res.plan), digest))
     return writers, notes
 
 

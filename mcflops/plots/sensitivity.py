@@ -116,7 +116,8 @@ def plan_curve(path, plan: Mapping[str, Any]) -> str:
     ax.plot(g, p, color=style.ACCENT, lw=2)
     d = plan["deadline"]
     ax.axhline(d["prob"], color=style.OBSERVED, lw=0.8, ls=":")
-    ax.axvline(d["gpus"], color=style.POSTERIOR, lw=1.2, ls="--", label=f"{d['gpus']:,} accelerators")
+    if d["gpus"] is not None:  # None: no count reaches the probability (inputs that fall with the count)
+        ax.axvline(d["gpus"], color=style.POSTERIOR, lw=1.2, ls="--", label=f"{d['gpus']:,} accelerators")
     cl = plan.get("cluster")
     if cl and "prob_within_deadline" in cl:
         ax.plot([cl["gpus"]], [cl["prob_within_deadline"]], "o", color=style.OBSERVED,
@@ -131,8 +132,8 @@ def plan_curve(path, plan: Mapping[str, Any]) -> str:
     ax.set_xlabel("accelerators")
     ax.set_ylabel(f"P(done within {_g(c['days'])} days)")
     ax.legend(loc="lower right")
-    ax.set_title(f"{100 * d['prob']:.0f}% chance to finish in {_g(c['days'])} days needs {d['gpus']:,} "
-                 f"accelerators ({plan['distribution']})")
+    needs = f"needs {d['gpus']:,} accelerators" if d["gpus"] is not None else "is out of reach"
+    ax.set_title(f"{100 * d['prob']:.0f}% chance to finish in {_g(c['days'])} days {needs} ({plan['distribution']})")
     return style.save(fig, path)
 
 

@@ -22,12 +22,19 @@ Attempts are geometric (``1/q`` of them), so a segment takes ``M (1 - q)/q + (1/
 To first order in ``(tau, delta, R) / M`` (Young 1974; the rule of thumb "waste per failure = restart +
 interval/2, plus checkpoint overhead write/interval"): ``G ~ (1 - (R + (tau + delta)/2) / M) / (1 + delta/tau)``.
 
-No JAX here: the goodput prior form ``{failures: {...}}`` is resolved when a prior file is loaded.
+No JAX here: the goodput prior form ``{failures: {...}}`` is resolved when a prior file is loaded, at
+its count, and again by the planning questions at every count they ask about (:class:`Failures`).
+
+Optimum interval: Daly (2006), the higher-order estimate of its title,
+``tau_opt = sqrt(2 delta M) [1 + sqrt(delta / (2M)) / 3 + delta / (18 M)] - delta`` for ``delta < 2M``,
+else ``tau_opt = M``; it reduces to the first-order ``sqrt(2 delta M) - delta`` for ``delta << M``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -70,6 +77,25 @@ def daly_interval(write_h: float, mtbf_h: float) -> float:
     return math.sqrt(2.0 * write_h * mtbf_h) - write_h
 
 
+def daly_interval_higher_order(write_h: float, mtbf_h: float) -> float:
+    """Daly's (2006) higher-order optimum of the complete model: sqrt(2 delta M) [1 + sqrt(delta /
+    (2M)) / 3 + delta / (18 M)] - delta for delta < 2M, M otherwise (0 when delta = 0: checkpoint as
+    often as possible)."""
+    d, m = float(write_h), float(mtbf_h)
+    if d >= 2.0 * m:
+        return m
+    return math.sqrt(2.0 * d * m) * (1.0 + math.sqrt(d / (2.0 * m)) / 3.0 + d / (18.0 * m)) - d
+
+
+# Goodput below this at the file's own count is refused: more than 99% of the machine time lost to failures
+# means an expected wall-clock time over 100x the failure-free compute, a job nobody runs; it is a mistake
+# in the inputs (the rate is per accelerator-hour, the interval in hours).
+IMPOSSIBLE = 0.01
+# Degenerate but possible: a note. Goodput under a half, or an interval a factor this far from the optimum.
+LOW_GOODPUT = 0.5
+FAR_FROM_OPTIMUM = 3.0
+
+
 def rate_from_counts(failures: float, days: float, count: float) -> float:
     """Failures per accelerator-hour from a published count: failures / (days x 24 x count)."""
     return failures / (days * 24.0 * count)
@@ -97,20 +123,102 @@ def _describe(values, uncertain, user_source, g) -> str:
     return f"{user_source} | {s}" if user_source else s
 
 
-def failures_prior(values: dict, uncertain, user_source: str | None) -> Dist:
+def failures_prior(values: dict, uncertain, user_source: str | None, strict: bool = True) -> Dist:
     """The goodput prior of Daly's model at ``values`` (rate_per_gpu_hour, count, checkpoint_interval_h,
     checkpoint_write_h, restart_h), with at most one of them ``uncertain`` as ``(name, Dist)`` (lognormal or
     uniform). Goodput decreases in each input, so its quantile at p is G(input quantile at 1 - p): exact at the
-    knots of a quantile table. Raises ValueError if the formula leaves (0, 1] over the prior."""
+    knots of a quantile table. Raises ValueError if the formula leaves (0, 1] over the prior, or
+    (``strict``) if the median goodput is under :data:`IMPOSSIBLE`; not ``strict`` (a count the planning
+    questions try), goodput is floored at 1e-30 instead: a count at which the job cannot finish."""
     if uncertain is None:
         g = float(goodput(values["rate_per_gpu_hour"], values["count"], values["checkpoint_interval_h"],
                           values["checkpoint_write_h"], values["restart_h"]))
+        if strict:
+            _check_possible(values, g)
+        g = max(g, 1e-30)
         return Dist("point", {"value": g}, source=_describe(values, None, user_source, g))
     k, d = uncertain
     p = KNOT_PROBS
     args = {**values, k: _input_quantiles(d, 1.0 - p)}  # goodput decreases in the input: G_p = G(x_{1-p})
     gq = goodput(args["rate_per_gpu_hour"], args["count"], args["checkpoint_interval_h"],
                  args["checkpoint_write_h"], args["restart_h"])
-    if not np.all(gq > 0):
-        raise ValueError("the goodput formula gives values <= 0 over this prior")
+    if strict:
+        if not np.all(gq > 0):
+            raise ValueError("the goodput formula gives values <= 0 over this prior")
+        _check_possible(median_values(values, uncertain), float(gq[int(np.argmin(abs(p - 0.5)))]))
+    gq = np.maximum(gq, 1e-30)
     return table_dist(p, gq, source=_describe(values, uncertain, user_source, gq))
+
+
+def median_values(values: Mapping[str, float], uncertain) -> dict[str, float]:
+    """The inputs with the uncertain one at its median (goodput is monotone in it: the median goodput)."""
+    if uncertain is None:
+        return dict(values)
+    return {**values, uncertain[0]: float(_input_quantiles(uncertain[1], np.asarray([0.5]))[0])}
+
+
+def optimum(values: Mapping[str, float]) -> tuple[float, float]:
+    """Daly's higher-order optimum interval at ``values`` and the goodput there."""
+    m = float(mtbf_hours(values["rate_per_gpu_hour"], values["count"]))
+    tau = daly_interval_higher_order(values["checkpoint_write_h"], m)
+    g = float(goodput(values["rate_per_gpu_hour"], values["count"], tau, values["checkpoint_write_h"],
+                      values["restart_h"])) if tau > 0 else math.exp(-values["restart_h"] / m)
+    return tau, g
+
+
+def _optimum_words(values: Mapping[str, float]) -> str:
+    tau, g = optimum(values)
+    if values["checkpoint_write_h"] <= 0:
+        return (f"with no checkpoint write time (checkpoint_write_h) the model's optimum is to checkpoint as "
+                f"often as possible (goodput up to {g:.3f})")
+    return (f"Daly's optimum interval is {tau:.3g} h for this write time and failure rate (Daly 2006, higher order; "
+            f"first order sqrt(2 delta M) - delta), goodput {g:.3f} there")
+
+
+def _check_possible(values: Mapping[str, float], g: float) -> None:
+    if not g >= IMPOSSIBLE:
+        m = float(mtbf_hours(values["rate_per_gpu_hour"], values["count"]))
+        raise ValueError(f"goodput {g:.3g} on {values['count']:,.0f} accelerators (the job fails every {m:.3g} h, "
+                         f"checkpoints every {values['checkpoint_interval_h']:g} h): training would take "
+                         f"{1 / max(g, 1e-300):.3g}x its failure-free time; {_optimum_words(values)}; check the "
+                         "units (rate per accelerator-hour, hours)")
+
+
+def regime_notes(values: Mapping[str, float], g: float) -> list[str]:
+    """Notes for a degenerate regime at ``values`` (median inputs) with median goodput ``g``: goodput under
+    :data:`LOW_GOODPUT`, or a checkpoint interval more than :data:`FAR_FROM_OPTIMUM` x from Daly's optimum."""
+    tau_opt, _ = optimum(values)
+    tau = values["checkpoint_interval_h"]
+    far = tau_opt > 0 and max(tau / tau_opt, tau_opt / tau) > FAR_FROM_OPTIMUM
+    if not (g < LOW_GOODPUT or far):
+        return []
+    what = f"goodput {g:.3f}" + (" (under 0.5)" if g < LOW_GOODPUT else "")
+    where = f"on {values['count']:,.0f} accelerators with checkpoints every {tau:.3g} h"
+    ratio = f" ({tau / tau_opt:.2g}x the optimum)" if far else ""
+    return [f"failures model: {what} {where}{ratio}; {_optimum_words(values)}"]
+
+
+@dataclass(frozen=True)
+class Failures:
+    """A ``goodput: {failures: ...}`` prior as the file wrote it, re-solvable at any accelerator count: the
+    job's mean time between failures is 1 / (rate x count), so goodput depends on the count."""
+
+    values: Mapping[str, Any]  # the point inputs (count: the file's, or hardware.count)
+    uncertain: tuple[str, Dist] | None = None
+    source: str | None = None
+
+    @property
+    def count(self) -> int:
+        return int(self.values["count"])
+
+    def at(self, count: int | None = None, strict: bool = False) -> Dist:
+        """The goodput prior on ``count`` accelerators (default: the file's count)."""
+        v = dict(self.values) if count is None else {**self.values, "count": float(count)}
+        return failures_prior(v, self.uncertain, self.source, strict=strict)
+
+    def notes(self, count: int | None = None) -> list[str]:
+        """:func:`regime_notes` on ``count`` accelerators (default: the file's count)."""
+        v = median_values(self.values if count is None else {**self.values, "count": float(count)}, self.uncertain)
+        g = float(goodput(v["rate_per_gpu_hour"], v["count"], v["checkpoint_interval_h"], v["checkpoint_write_h"],
+                          v["restart_h"]))
+        return regime_notes(v, g)

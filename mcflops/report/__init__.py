@@ -6,6 +6,7 @@ Each section renders from whatever is present and says "not computed" for what i
 returns strings; the CLI writes them.
 
 - :mod:`.blocks`: paragraphs, tables, figures; numbers in a reader's units
+- :mod:`.planning`: the answers to the file's ``plan:`` block, when it has one
 - :mod:`.sections`: sections 1, 2, 5, 6; :mod:`.posterior`: section 3; :mod:`.drivers`: section 4
 - :mod:`.markup`: Markdown and HTML, with all escaping
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mcflops.report import drivers
+from mcflops.report import planning
 from mcflops.report import posterior
 from mcflops.report import sections
 from mcflops.report.blocks import HEADLINE_FIGURE, Document, Fig, Section, caption, used_figures
@@ -87,8 +89,9 @@ def build(run: Run) -> Document:
     meta = (f"mcflops {s.get('version', '?')} · seed {s.get('seed', '?')} · "
             f"{_count(s.get('samples'))} draws · FLOPs convention {s.get('flops_convention', '?')} · "
             f"spec {s.get('spec_hash', '?')}")
+    plan = planning.planning(run)  # only when the file has a plan: block
     parts = [sections.headline(run), sections.napkin(run), posterior.implied(run), drivers.drivers(run),
-             sections.assumptions(run), sections.reproducibility(run)]
+             *([plan] if plan is not None else []), sections.assumptions(run), sections.reproducibility(run)]
     rest = [n for n in run.figures if n not in used_figures(run)]
     if rest:
         parts.append(Section("figures", "Other figures", [Fig(n, run.figures[n], caption(n)) for n in rest]))

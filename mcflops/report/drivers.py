@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from mcflops.numbers import format_number
 from mcflops.report.blocks import _SENS, B, C, P, Section, Sub, Table, _fig_blocks, _figs, fmt, interval, label, missing, num
+from mcflops.report.planning import FIGURE as PLAN_FIGURE
 
 # ---- 4. drivers -------------------------------------------------------------------------------
 
@@ -57,7 +58,7 @@ def data_blocks(obj: Any, title: str, depth: int = 0) -> list:
 def drivers(run) -> Section:
     sec = Section("drivers", "4. What drives it")
     sens = run.summary.get("sensitivity")
-    figs = _figs(run, _SENS)
+    figs = [n for n in _figs(run, _SENS) if n != PLAN_FIGURE]  # the plan curve: the planning section's
     if not isinstance(sens, Mapping) or not sens:
         sec.blocks.append(missing("no sensitivity analysis in summary.json"))
         sec.blocks += _fig_blocks(run, figs)

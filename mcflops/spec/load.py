@@ -23,6 +23,7 @@ from mcflops.spec.machine import params_from_architecture, parse_architecture, p
 from mcflops.spec.observe import parse_observations
 from mcflops.spec.options import plan_block, sensitivity_block
 from mcflops.spec.reader import read_yaml
+from mcflops.spec.recipes import count_dependent
 from mcflops.spec.reported import parse_reported
 from mcflops.spec.types import CONVENTIONS, MAX_SAMPLES, Spec
 
@@ -97,6 +98,7 @@ def _build(data: Mapping, where: Fields) -> Spec:
                    "correlations": correlations_block(where, data, spec),
                    "plan": plan_block(where, data, spec),
                    "compare": compare_block(where, data, spec),
+                   "count_dependent": count_dependent(where, data, hardware),
                    "reported": parse_reported(where, data, spec)})
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from mcflops.numbers import parse_number
 from mcflops.priors.calibrated import FIT_FILE, accelerator_family, load_fit, log_u_quantiles, predictive
 from mcflops.priors.dist import Dist
-from mcflops.priors.goodput import FAILURE_KEYS, UNCERTAIN_OK, failures_prior
+from mcflops.priors.goodput import FAILURE_KEYS, UNCERTAIN_OK, Failures
 from mcflops.priors.table import KNOT_PROBS, table_dist
 from mcflops.spec.fields import Fields
 from mcflops.spec.grammar import parse_dist
@@ -96,7 +96,25 @@ def _calibrated(here: Fields, node: Mapping, priors: Mapping, hardware, data: Ma
     return table_dist(KNOT_PROBS, u, source=f"{source} | {s}" if source else s)
 
 
+def count_dependent(where: Fields, data: Mapping, hardware) -> dict[str, Failures]:
+    """The priors that depend on the accelerator count, re-solvable at another one (the planning questions):
+    ``goodput: {failures: ...}`` (already checked by :func:`resolve`)."""
+    node = data["priors"]
+    if not (isinstance(node.get("goodput"), Mapping) and "failures" in node["goodput"]):
+        return {}
+    return {"goodput": parse_failures(node["goodput"], where.at(node, "goodput", "priors.goodput"), hardware.count)}
+
+
 def failures_dist(node: Any, here: Fields, hardware_count: int | None) -> Dist:
+    """``goodput: {failures: {...}, source: ...}`` as a goodput prior at the file's count
+    (:func:`parse_failures`); a goodput that leaves (0, 1], or is effectively zero, is refused here."""
+    try:
+        return parse_failures(node, here, hardware_count).at(strict=True)
+    except ValueError as e:  # the formula left (0, 1] over this prior, or the job cannot finish
+        raise here.error(f"failures: {e}", node, "failures") from None
+
+
+def parse_failures(node: Any, here: Fields, hardware_count: int | None) -> Failures:
     """Parse ``goodput: {failures: {...}, source: ...}`` and turn it into a goodput prior.
 
     ``rate_per_gpu_hour``, ``checkpoint_write_h`` and ``restart_h`` may be numbers or priors (at most
@@ -149,7 +167,4 @@ def failures_dist(node: Any, here: Fields, hardware_count: int | None) -> Dist:
             raise err(f"expected {k} >= 0, got uniform low {d.params['low']:g}", f, k)
         uncertain = (k, d)
 
-    try:
-        return failures_prior(values, uncertain, source)
-    except ValueError as e:  # the formula left (0, 1] over this prior
-        raise err(f"failures: {e}", node, "failures") from None
+    return Failures(values, uncertain, source)

@@ -157,6 +157,9 @@ class Spec:
     reported: Mapping[str, Reported] = field(default_factory=dict)  # claims to check against the posterior
     compare: CompareOptions = field(default_factory=CompareOptions)  # how `compare A B` couples B's inputs
     path: str | None = None
+    # priors re-solvable at another accelerator count (name -> an object with .at(count) -> Dist and
+    # .notes(count) -> list[str], e.g. priors.goodput.Failures); what the planning questions re-solve
+    count_dependent: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def outputs(self) -> tuple[str, ...]:
