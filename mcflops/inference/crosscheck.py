@@ -24,7 +24,7 @@ STATS = ("mean", "p5", "p50", "p95")
 
 def compare(nuts_stats: Mapping[str, Mapping], is_stats: Mapping[str, Mapping], names) -> dict[str, Any]:
     """The largest disagreement between the two summaries, in joint MCSEs (module doc)."""
-    worst: tuple[float, str, float, float] = (0.0, "", math.nan, math.nan)
+    worst: tuple[float, str, float | None, float | None] = (0.0, "", None, None)  # None: nothing compared (JSON null)
     count = 0
     for name in names:
         a, b = nuts_stats[name], is_stats[name]

@@ -139,3 +139,7 @@ def test_no_comparison_where_importance_sampling_cannot_judge(beta2, monkeypatch
     monkeypatch.setattr(crosscheck, "ESS_COMPARE", 10 * res.samples)
     post = inference.posterior(key, res.spec, m, res.sums, lik, method="nuts", sampler=_fake_sampler(draws, {}))
     assert "nuts_vs_importance" not in post.summary and not any("disagree" in n for n in post.notes)
+    # a fixed quantity is not compared; with nothing compared there is no verdict (and no NaN for summary.json)
+    fixed = {"sd": 0.0, "mean": 1.0, "mcse_mean": 0.1, "p5": 1.0, "p50": 1.0, "p95": 1.0}
+    c = crosscheck.compare({"x": fixed}, {"x": {**fixed, "mean": 5.0}}, ["x"])
+    assert c["agree"] and c["compared"] == 0 and c["nuts"] is None
