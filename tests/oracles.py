@@ -146,3 +146,61 @@ class _Mixture:
         return math.sqrt(max(m2 - m * m, 0.0))
 
 
+
+
+def weighted_summary(x: np.ndarray, logw: np.ndarray, probs) -> dict:
+    """Self-normalised importance-sampling summary of draws ``x`` with log-weights ``logw``: mean, sd, the 4th
+    central moment, quantiles (the weighted CDF, interpolated), Kish's ESS and each statistic's MCSE:
+    sd / sqrt(ESS), sqrt(mu4 - sd^4) / (2 sd sqrt(ESS)), sqrt(p (1 - p) / ESS) / f(q_p) (Serfling 1980,
+    Sec. 2.3.3; the density f from quantiles 0.01 either side)."""
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    ess = 1.0 / float(np.sum(w * w))  # Kish 1965, Sec. 11.7
+    mean = float(np.sum(w * x))
+    c = x - mean
+    var = float(np.sum(w * c * c))
+    mu4 = float(np.sum(w * c**4))
+    order = np.argsort(x, kind="stable")
+    xs, cdf = x[order], np.cumsum(w[order]) - 0.5 * w[order]
+
+    def q(p):
+        return np.interp(p, cdf, xs)
+
+    sd = math.sqrt(var)
+    out = {"mean": mean, "sd": sd, "mu4": mu4, "ess": ess, "mcse_mean": sd / math.sqrt(ess),
+           "mcse_sd": math.sqrt(max(mu4 - var * var, 0.0)) / (2 * sd * math.sqrt(ess))}
+    for k, p in probs.items():
+        out[k] = float(q(p))
+        inv_f = float(q(p + 0.01) - q(p - 0.01)) / 0.02
+        out[f"mcse_{k}"] = math.sqrt(p * (1 - p) / ess) * inv_f
+    return out
+
+
+def gpu_hours_importance(spec, value: float, sigma: float, n: int, seed: int, names) -> dict:
+    """The posterior of ``names`` (inputs or "gpu_hours") given a lognormal observation of GPU-hours, by plain
+    importance sampling from the priors as scipy.stats distributions (:func:`scipy_dist`), the prior as proposal.
+
+    GPU-hours = 6 N D / (peak x MFU x goodput x 3600) (Kaplan et al. 2020, C = 6ND; the 6nd convention); the
+    likelihood log y ~ N(log hours, sigma^2). Returns ``{name: draws}`` and the log-weights under "logw", of
+    the draws with log-weight above -40 only (log-weights are <= 0 and reach ~0 for a value inside the prior: the
+    rest weigh less than n e^-40 of the largest in all).
+    Drawn in chunks of 2^20 (memory)."""
+    rng = np.random.default_rng(seed)
+    logs = {}
+    for name in ("params", "peak_flops"):
+        logs[name] = math.log(float(scipy_dist(spec.priors[name]).ppf(0.5)))
+        if spec.priors[name].family != "point":
+            raise ValueError(f"the oracle expects {name} fixed")
+    dists = {name: scipy_dist(spec.priors[name]) for name in ("tokens", "mfu", "goodput")}
+    const = math.log(6.0) + logs["params"] - logs["peak_flops"] - math.log(3600.0)
+    parts: dict[str, list] = {k: [] for k in (*names, "logw")}
+    for start in range(0, n, 1 << 20):
+        m = min(1 << 20, n - start)
+        x = {k: d.rvs(size=m, random_state=rng) for k, d in dists.items()}
+        log_h = const + np.log(x["tokens"]) - np.log(x["mfu"]) - np.log(x["goodput"])
+        logw = -0.5 * ((math.log(value) - log_h) / sigma) ** 2
+        keep = logw > -40.0  # log-weights are <= 0, so a dropped draw weighs < e^-40 of any kept one near 0
+        parts["logw"].append(logw[keep])
+        for k in names:
+            parts[k].append(np.exp(log_h[keep]) if k == "gpu_hours" else x[k][keep])
+    return {k: np.concatenate(v) for k, v in parts.items()}

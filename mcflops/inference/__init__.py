@@ -4,7 +4,8 @@
 - summaries.py: one summary shape from weighted histograms or draws; importance.py: the weighted sums,
   their diagnostics and the reservoir's resample; conflicts.py: observations no prior draw explains;
   findings.py: the prior file's reported claims and the MFU x goodput finding
-- psis.py: Pareto k-hat; nuts.py: NUTS (NumPyro); netcdf.py: posterior.nc
+- psis.py: Pareto k-hat and its threshold; nuts.py: NUTS (NumPyro); mcse.py: Markov chains' Monte Carlo
+  errors (Vehtari et al. 2021); crosscheck.py: NUTS against importance sampling; netcdf.py: posterior.nc
 """
 
 from mcflops.inference.conflicts import conflicts

@@ -23,7 +23,7 @@ ESS_MIN = 1000  # below this, the automatic method switches to NUTS
 MIN_BINS = 2
 
 
-def reservoir_draws(sums, key) -> np.ndarray:
+def reservoir_draws(sums, key) -> tuple[np.ndarray, float]:
     """Equally weighted posterior draws [Q, K] (centred logs) from the engine's Gumbel-top-k reservoir.
 
     The reservoir holds the K largest ll + Gumbel keys: a weighted sample without replacement, whose
@@ -33,6 +33,8 @@ def reservoir_draws(sums, key) -> np.ndarray:
     Systematic resampling (Kitagawa 1996) turns those weights into equal ones: when the ESS is much
     larger than K the weights are already equal and every draw is kept once. The threshold is a key, not a
     draw, so a reservoir of K keys gives K - 1 draws (engine.KEEP - 1 posterior draws against KEEP prior ones).
+
+    Also returns the resample's effective size: Kish's ESS of the weights w_i / q_i (at most K - 1).
     """
     import jax
 
@@ -42,7 +44,7 @@ def reservoir_draws(sums, key) -> np.ndarray:
     ok = np.isfinite(keys[:-1]) & np.isfinite(ll[:-1])
     ll, D = ll[:-1][ok], D[:, :-1][:, ok]
     if ll.size == 0:
-        return D
+        return D, 0.0
     if np.isfinite(kappa):
         logq = np.log(-np.expm1(-np.exp(np.minimum(ll - kappa, 700.0))))
     else:
@@ -52,7 +54,7 @@ def reservoir_draws(sums, key) -> np.ndarray:
     cum = np.cumsum(w / w.sum())
     u0 = float(jax.random.uniform(jax.random.fold_in(key, streams.RESAMPLE), ()))
     idx = np.searchsorted(cum, (u0 + np.arange(ll.size)) / ll.size, side="left")
-    return D[:, np.minimum(idx, ll.size - 1)]
+    return D[:, np.minimum(idx, ll.size - 1)], float(summary.ess(float(w.sum()), float(np.sum(w * w))))
 
 
 def importance_posterior(sums, centers: Mapping[str, float]) -> tuple[dict[str, dict], float]:
@@ -63,15 +65,20 @@ def importance_posterior(sums, centers: Mapping[str, float]) -> tuple[dict[str, 
             n_eff)
 
 
-def poor_reasons(khat: float, n_eff: float, stats: Mapping[str, dict], sums) -> list[str]:
-    """Why importance sampling cannot be trusted here (empty: it can)."""
+def poor_reasons(khat: float, n_eff: float, sums) -> list[str]:
+    """Why importance sampling cannot be trusted here (empty: it can): k-hat above the sample-size-dependent
+    threshold of the draws it was fitted to (psis.khat_threshold), or Kish's ESS under ESS_MIN."""
     why = []
-    if khat > psis.K_GOOD:
-        why.append(f"Pareto k-hat {khat:.2f} > {psis.K_GOOD} (heavy-tailed weights; Vehtari et al. 2024)")
+    k_max = psis.khat_threshold(sums.pool or sums.n)
+    if khat > k_max:
+        why.append(f"Pareto k-hat {khat:.2f} > {k_max:.2f} (heavy-tailed weights; Vehtari et al. 2024)")
     if n_eff < ESS_MIN:
         why.append(f"effective sample size {n_eff:.0f} < {ESS_MIN} of {sums.n:,} draws")
-    thin = [n for i, n in enumerate(sums.names)
-            if 0 < stats[n]["log_sd"] < MIN_BINS * sums.width[i] and sums.prior["s2d"][i] > 0]
-    if thin and not why:
-        why.append(f"the posterior of {', '.join(thin)} is narrower than {MIN_BINS} histogram bins")
     return why
+
+
+def thin(stats: Mapping[str, dict], sums) -> list[str]:
+    """The quantities whose posterior is narrower than MIN_BINS histogram bins (their histogram quantiles
+    would be coarse): an observed quantity and what is fixed by it, under a sharp observation."""
+    return [n for i, n in enumerate(sums.names)
+            if 0 < stats[n]["log_sd"] < MIN_BINS * sums.width[i] and sums.prior["s2d"][i] > 0]

@@ -26,6 +26,13 @@ PRIOR_K, PRIOR_N = 0.5, 10.0  # weakly informative prior on k (Vehtari et al. 20
 K_GOOD = 0.7  # above this, importance sampling is unreliable (Vehtari et al. 2024, Sec. 3.2)
 
 
+def khat_threshold(n: int) -> float:
+    """The largest k-hat at which n weights are trusted: min(1 - 1/log10(n), 0.7) (Vehtari et al. 2024,
+    Sec. 3.2: the sample-size-dependent threshold; arviz-stats' ``good_k``). Fewer draws need a lighter
+    tail: the threshold is 0.5 at n = 100 and 0.7 from n = 2154 on."""
+    return min(1.0 - 1.0 / math.log10(n), K_GOOD) if n > 1 else K_GOOD
+
+
 def tail_length(n: int, r_eff: float = 1.0) -> int:
     """M, the number of largest weights in the tail fit (Vehtari et al. 2024, Sec. 3; arviz-stats)."""
     if n * r_eff > 225:

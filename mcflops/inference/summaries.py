@@ -2,10 +2,13 @@
 (the engine's sums) or from draws.
 
 Each quantity: mean, sd, p5..p95, the 90% highest-density interval (HDI: the shortest interval holding
-90%, as arviz's hdi), and Monte Carlo standard errors from the effective sample size: sd / sqrt(ESS)
-for the mean, sd / sqrt(2 ESS) for the sd (normal theory), and sqrt(p (1 - p) / ESS) / f(q_p) for a
-quantile q_p (the asymptotic variance of a sample quantile; Serfling 1980, Sec. 2.3.3), with the
-density f from the spacing of neighbouring quantiles.
+90%, as arviz's hdi), and Monte Carlo standard errors. For independent draws (importance weights, a
+resample) they come from the effective sample size: sd / sqrt(ESS) for the mean, sd / sqrt(2 ESS) for
+the sd (normal theory), and sqrt(p (1 - p) / ESS) / f(q_p) for a quantile q_p (the asymptotic variance
+of a sample quantile; Serfling 1980, Sec. 2.3.3), with the density f from the spacing of neighbouring
+quantiles. For Markov chains (NUTS) each statistic gets its own ESS from the chains' autocorrelation
+(mcse.py; Vehtari et al. 2021): a tail quantile of a slowly mixing chain has far fewer effective draws
+than its bulk, so one bulk ESS for every statistic would understate the tails' errors.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from mcflops.engine import summary
+from mcflops.inference import mcse
 
 HDI_PROB = 0.9
+MCSE_QUANTILES = (("p5", 0.05), ("p50", 0.5), ("p95", 0.95))  # the quantiles given a Monte Carlo error
 
 
 def _hdi_from_quantile(qf, prob: float = HDI_PROB, grid: int = 400) -> tuple[float, float]:
@@ -48,8 +53,11 @@ def hist_stats(s: Mapping[str, np.ndarray], i: int, center: float, lo: float, wi
     return out
 
 
-def sample_stats(d: np.ndarray, center: float, ess: float) -> dict[str, Any]:
-    """The same summary from draws of a centred log (any shape), with the draws' effective sample size."""
+def sample_stats(d: np.ndarray, center: float, ess: float, chains: bool = False) -> dict[str, Any]:
+    """The same summary from draws of a centred log (any shape), with the draws' effective sample size.
+
+    ``chains``: ``d`` is [chains, draws] of a Markov chain, and the MCSEs are Vehtari et al. (2021)'s, each
+    from its own statistic's autocorrelation (mcse.py); otherwise from ``ess`` as for independent draws."""
     x = np.exp(center + np.asarray(d, np.float64).ravel())
     ld = center + np.asarray(d, np.float64).ravel()
     out: dict[str, Any] = {"mean": float(np.mean(x)), "sd": float(np.std(x))}
@@ -59,7 +67,13 @@ def sample_stats(d: np.ndarray, center: float, ess: float) -> dict[str, Any]:
     k = int(math.ceil(HDI_PROB * len(xs)))  # shortest window holding 90% of the sorted draws (arviz.hdi)
     j = int(np.argmin(xs[k - 1:] - xs[: len(xs) - k + 1]))
     out["hdi90"] = [float(xs[j]), float(xs[j + k - 1])]
-    out.update(_mcse(out, lambda p: np.quantile(x, p), ess))
+    if chains:
+        xc = np.exp(center + np.asarray(d, np.float64))
+        out.update({"mcse_mean": mcse.mcse_mean(xc), "mcse_sd": mcse.mcse_sd(xc),
+                    **{f"mcse_{k}": mcse.mcse_quantile(xc, p) for k, p in MCSE_QUANTILES}})
+        out["ess_tail"] = min(mcse.ess_quantile(xc, 0.05), mcse.ess_quantile(xc, 0.95))  # Vehtari et al. 2021, Sec. 4.3
+    else:
+        out.update(_mcse(out, lambda p: np.quantile(x, p), ess))
     out["log_mean"], out["log_sd"] = float(np.mean(ld)), float(np.std(ld))
     out["ess"] = float(ess)
     return out
@@ -69,7 +83,7 @@ def _mcse(st: Mapping[str, Any], qf, n_eff: float) -> dict[str, float]:
     """Monte Carlo standard errors of mean, sd, p5, p50, p95 from the effective sample size (module doc)."""
     n = max(float(n_eff), 1.0)
     out = {"mcse_mean": st["sd"] / math.sqrt(n), "mcse_sd": st["sd"] / math.sqrt(2.0 * n)}
-    for key, p in (("p5", 0.05), ("p50", 0.5), ("p95", 0.95)):
+    for key, p in MCSE_QUANTILES:
         dp = min(0.02, p / 2)
         a, b = (float(v) for v in qf(np.asarray([p - dp, p + dp])))
         inv_f = (b - a) / (2 * dp)  # 1 / density at q_p (linear units)

@@ -123,6 +123,8 @@ def test_nuts_matches_quadrature(exact05):
     post = res.posterior
     assert post["method"] == "nuts" and post["chains"] == 4 and post["rhat"] < 1.05
     assert_matches(post["mfu"], exact05, nuts_ess(res.posterior_draws["mfu"], 4), "NUTS")
+    # importance sampling is adequate here, so NUTS is checked against it: within 4 joint MCSEs
+    assert post["nuts_vs_importance"]["agree"] and post["nuts_vs_importance"]["compared"] >= 8
     # the file's reported range under NUTS: the share of its draws inside, with the ESS of that indicator
     from numpyro.diagnostics import effective_sample_size
 
@@ -141,6 +143,7 @@ def test_sharp_observation_falls_back_to_nuts():
     assert post["method"] == "nuts"
     assert post["importance"]["ess"] < inference.ESS_MIN
     assert any("importance sampling was poor" in n and "effective sample size" in n for n in res.notes)
+    assert post["nuts_vs_importance"]["agree"]  # a few hundred effective IS draws: enough to check NUTS by
     ex = exact_mfu(0.005, n=3001)
     assert_matches(post["mfu"], ex, nuts_ess(res.posterior_draws["mfu"], 4), "NUTS sharp")
     forced = mcflops.run(spec, method="is")
