@@ -20,20 +20,22 @@ def command(args) -> int:
     spec = load_spec(args.file)
     if args.command == "run":  # refuse a bad --out before sampling, not after
         write.check_out(Path(args.out) if args.out else Path("reports") / spec.name)
-    setup_jax()
-    from mcflops import api
-
     with progress(args.quiet or args.json) as bar:
-        res = api.run(spec, samples=args.samples, seed=args.seed, progress=bar,
+        bar.phase("starting")  # JAX's import and set-up take seconds: say so from the first one
+        setup_jax()
+        from mcflops import api
+
+        res = api.run(spec, samples=args.samples, seed=args.seed, progress=bar, phase=bar.phase,
                       posterior=args.command == "run", method=getattr(args, "method", "auto"),
                       sensitivity=args.command == "run")
-    data = res.to_dict()
+        data = res.to_dict()
+        if primary() and args.command == "run":
+            bar.phase("plotting")  # the figures, then the report
+            out = Path(args.out) if args.out else Path("reports") / spec.name
+            write.write_run(out, res, data)
+            data["out"] = str(out)
     if not primary():
         return 0
-    if args.command == "run":
-        out = Path(args.out) if args.out else Path("reports") / spec.name
-        write.write_run(out, res, data)
-        data["out"] = str(out)
     if args.json:
         print(json.dumps(data, indent=2))
     else:
