@@ -10,7 +10,7 @@ from typing import Any
 from mcflops import chain as napkin
 from mcflops.cli import write
 from mcflops.cli.progress import progress
-from mcflops.cli.tables import stats_table
+from mcflops.cli.tables import headline_lines, stats_table
 from mcflops.cli.session import primary, setup_jax
 from mcflops.numbers import format_number as fmt
 from mcflops.spec import INPUTS, load_spec
@@ -66,6 +66,9 @@ def print_result(res, data: dict[str, Any]) -> None:
     con.print(f"[bold]{escape(spec.name)}[/bold]  {escape(spec.description)}")
     con.print(f"[dim]seed {res.seed} · {res.samples:,} draws · {res.device} · "
               f"{res.timings.get('total_s', 0):.2f} s · flops convention {spec.flops}[/dim]\n")
+    for line in headline_lines(data):  # the answer first: the posterior when there is a (healthy) one
+        con.print(line)
+    con.print()
     con.print("[bold]Napkin chain[/bold] (each input at its median)")
     peak = ch["peak_flops"]
     per_token = napkin.CONVENTIONS[spec.flops].napkin.format(params=fmt(ch.get("params", 0)),

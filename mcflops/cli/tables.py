@@ -116,3 +116,40 @@ def stats_table(title: str, stats: dict[str, dict[str, Any]], names) -> Fitted:
         t.add_row(n + (f" [dim]{unit}[/dim]" if unit else ""), *(fmt(s[c], 3) for c in STATS),
                   fmt(s.get("mcse_p50", 0.0), 2))
     return Fitted(t, STATS_DROP, "summary.json")
+
+
+HEADLINE = ("gpu_hours", "wall_days", "cost")  # what the terminal's headline states (those the run has)
+
+
+def headline_lines(data: dict[str, Any]) -> list[str]:
+    """The answer first, as rich markup, one line per quantity (GPU-hours, days, cost: median and 90%
+    interval): the posterior when the run is conditioned on a figure and its posterior passed its checks,
+    with the prior predictive beside it; else the prior predictive, said to be the priors alone when nothing
+    is observed."""
+    prior, post = data.get("prior") or {}, data.get("posterior") or {}
+    failed = isinstance(post.get("checks"), dict) and post["checks"].get("passed") is False
+
+    def stated(block, n: str) -> str | None:
+        s = block.get(n)
+        if isinstance(s, dict) and all(isinstance(s.get(k), (int, float)) for k in ("p5", "p50", "p95")):
+            return f"{fmt(s['p50'], 3)} ({fmt(s['p5'], 3)} to {fmt(s['p95'], 3)})"
+        return None
+
+    lead = post if stated(post, "gpu_hours") and not failed else prior
+    names = [n for n in HEADLINE if stated(lead, n)]
+    if not names:
+        return []
+    if lead is post:
+        head = "[bold]Posterior[/bold], given the published figure: median (90%)"
+    elif data.get("observed") or post:
+        head = "[bold]Prior predictive[/bold]: median (90%)"
+    else:
+        head = "[bold]Prior predictive[/bold], nothing observed: median (90%)"
+    width = max(len(stated(lead, n)) for n in names)
+    lines = [head]
+    for n in names:
+        line = f"  {n:<10} {stated(lead, n):<{width}}"
+        if lead is post and stated(prior, n):
+            line += f"   [dim]prior {stated(prior, n)}[/dim]"
+        lines.append(line)
+    return lines

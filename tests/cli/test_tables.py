@@ -35,7 +35,7 @@ def close(printed: str, value: float, digits: int) -> bool:
 def blocks(out: str, title: str) -> tuple[list[str], list[list[str]], str]:
     """(header, rows of cells, the note under the table) of the statistics table titled ``title``."""
     lines = out.splitlines()
-    i = next(k for k, line in enumerate(lines) if line.startswith(title))
+    i = next(k for k, line in enumerate(lines) if re.match(re.escape(title) + r"(\s*$| \()", line))  # not the headline
     j = next(k for k in range(i, len(lines)) if lines[k].strip().startswith("quantity"))
     header = lines[j].split()
     rows = []
@@ -71,7 +71,7 @@ def printed(tmp_path_factory):
 
 
 @pytest.mark.parametrize("width", [80, 60])
-@pytest.mark.parametrize("title,key", [("Prior predictive", "prior"), ("Posterior (", "posterior")])
+@pytest.mark.parametrize("title,key", [("Prior predictive", "prior"), ("Posterior", "posterior")])
 def test_every_printed_number_is_whole(printed, width, title, key):
     out, summary = printed[width]
     assert "…" not in out and "..." not in out
@@ -119,3 +119,40 @@ def test_tables_too_narrow_for_any_column_wrap_and_keep_every_digit(width):
     assert "…" not in text
     digits = sorted(ch for ch in text if ch.isdigit())
     assert digits == sorted(ch for ch in "".join(values) if ch.isdigit())
+
+
+# ---- the terminal's headline ----------------------------------------------------------------------------
+
+
+def _headline(out: str) -> list[str]:
+    lines = out.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith(("Posterior, given", "Prior predictive:", "Prior predictive,")))
+    block = [lines[i]]
+    for line in lines[i + 1:]:
+        if not line.startswith("  "):
+            break
+        block.append(line)
+    return block
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_terminal_headline_is_the_posterior(printed, width):
+    out, summary = printed[width]
+    block = _headline(out)
+    assert block[0] == "Posterior, given the published figure: median (90%)"
+    assert out.index("Posterior, given") < out.index("Prior predictive")  # before the tables
+    row = next(line for line in block if line.split()[0] == "gpu_hours").split()
+    post, prior = summary["posterior"]["gpu_hours"], summary["prior"]["gpu_hours"]
+    assert close(row[1], post["p50"], 3) and close(row[2].strip("("), post["p5"], 3) and close(row[4].strip(")"), post["p95"], 3)
+    assert row[5] == "prior" and close(row[6], prior["p50"], 3)
+
+
+def test_terminal_headline_of_a_new_run_and_of_a_failed_posterior():
+    prior = {n: {"p5": 1.0e6, "p50": 2.0e6, "p95": 3.0e6} for n in ("gpu_hours", "wall_days")}
+    new = tables.headline_lines({"prior": prior})
+    assert new[0] == "[bold]Prior predictive[/bold], nothing observed: median (90%)"
+    assert [line.split()[:2] for line in new[1:]] == [["gpu_hours", "2.00M"], ["wall_days", "2.00M"]]
+    failed = {"prior": prior, "observed": {"gpu_hours": {"value": 2.5e6}},
+              "posterior": {"gpu_hours": {"p5": 2.4e6, "p50": 2.5e6, "p95": 2.6e6}, "checks": {"passed": False}}}
+    lines = tables.headline_lines(failed)
+    assert lines[0] == "[bold]Prior predictive[/bold]: median (90%)" and "2.50M" not in " ".join(lines)
