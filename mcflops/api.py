@@ -29,6 +29,7 @@ from mcflops.spec import SensitivityOptions, Spec, check_samples, load_spec, pla
 
 SpecLike = Spec | str | Path | Mapping
 Progress = Callable[[int, int], None] | None
+Phase = Callable[[str], None] | None  # told the name of each stage of a run as it starts
 HEADLINE = ("gpu_hours", "wall_days", "cost")  # what a notebook's display leads with (those the spec has)
 
 
@@ -210,7 +211,8 @@ def jsonable(x: Any) -> Any:
 
 def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, key=None,
         progress: Progress = None, posterior: bool = True, method: str = "auto",
-        sensitivity: bool | SensitivityOptions = False, nuts: Mapping[str, int] | None = None) -> Result:
+        sensitivity: bool | SensitivityOptions = False, nuts: Mapping[str, int] | None = None,
+        phase: Phase = None) -> Result:
     """Run a spec: the prior predictive of every output, and the posterior when it observes something.
 
     ``spec`` may be a :class:`Spec`, a path to a prior file, or a mapping (a notebook's dict).
@@ -218,6 +220,8 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
     ``sensitivity``: True for the analysis the file's ``sensitivity:`` block asks for, or the options
     themselves (``mcflops.spec.sensitivity_options(spec, ...)``, e.g. with command-line overrides).
     ``nuts``: NUTS's ``chains``, ``warmup`` and ``draws``.
+    ``phase``: called with the name of each stage as it starts ("compiling", then ``progress`` counts the
+    blocks; "analysing: ..."), for a display; it computes nothing.
     """
 
     from mcflops import engine
@@ -233,7 +237,9 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
     m = model_mod.build_model(spec)
     lik = engine.build_likelihood(spec, m)
     key = engine.seed_key(seed) if key is None else key
+    say = phase or (lambda name: None)
     with _alongside(m, sens_opts, key) as background:
+        say("compiling")  # the first block is sampled by the program being compiled; progress then counts
         sums = engine.run(key, m, lik, samples, progress=progress)
         t1 = time.perf_counter()
         prior = summary.summarize(sums, m.centers, "prior")
@@ -256,6 +262,7 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
             from mcflops import inference
             from mcflops.inference import nuts as nuts_mod
 
+            say("analysing: the posterior")
             sampler = nuts_mod.run_nuts if nuts_mod.available() else None
             post = inference.posterior(key, spec, m, sums, lik, method=method, sampler=sampler,
                                        **(nuts or {}))  # chains, warmup, draws
@@ -263,6 +270,7 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
         if sens_opts is not None:  # tornado, Sobol, correlations, sweeps -> summary.json "sensitivity"
             from mcflops.analysis import sensitivity as sens
 
+            say("analysing: sensitivity")
             part = background.result() if background is not None else None
             sens_out = sens.analyze(key, m, sums, draws, post.draws if post is not None else None, sens_opts,
                                     prior_part=part)

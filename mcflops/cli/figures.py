@@ -71,7 +71,7 @@ def headline(res, summary: Mapping[str, Any]) -> Figures:
         from mcflops.plots.report import headline
 
         data = plotdata.headline(summary, draws, (res.posterior_draws or {}).get("gpu_hours"))
-        return headline(path, data, res.spec.hardware.count)
+        return headline(path, data, res.spec.hardware.count, summary)
 
     return {HEADLINE_FIGURE: fig}
 

@@ -10,29 +10,32 @@ from typing import Any
 from mcflops import chain as napkin
 from mcflops.cli import write
 from mcflops.cli.progress import progress
+from mcflops.cli.tables import headline_lines, stats_table
 from mcflops.cli.session import primary, setup_jax
 from mcflops.numbers import format_number as fmt
-from mcflops.spec import INPUTS, OUTPUTS, load_spec
+from mcflops.spec import INPUTS, load_spec
 
 
 def command(args) -> int:
     spec = load_spec(args.file)
     if args.command == "run":  # refuse a bad --out before sampling, not after
         write.check_out(Path(args.out) if args.out else Path("reports") / spec.name)
-    setup_jax()
-    from mcflops import api
-
     with progress(args.quiet or args.json) as bar:
-        res = api.run(spec, samples=args.samples, seed=args.seed, progress=bar,
+        bar.phase("starting")  # JAX's import and set-up take seconds: say so from the first one
+        setup_jax()
+        from mcflops import api
+
+        res = api.run(spec, samples=args.samples, seed=args.seed, progress=bar, phase=bar.phase,
                       posterior=args.command == "run", method=getattr(args, "method", "auto"),
                       sensitivity=args.command == "run")
-    data = res.to_dict()
+        data = res.to_dict()
+        if primary() and args.command == "run":
+            bar.phase("plotting")  # the figures, then the report
+            out = Path(args.out) if args.out else Path("reports") / spec.name
+            write.write_run(out, res, data)
+            data["out"] = str(out)
     if not primary():
         return 0
-    if args.command == "run":
-        out = Path(args.out) if args.out else Path("reports") / spec.name
-        write.write_run(out, res, data)
-        data["out"] = str(out)
     if args.json:
         print(json.dumps(data, indent=2))
     else:
@@ -40,38 +43,8 @@ def command(args) -> int:
     return 0
 
 
-_COLS = ("mean", "sd", "p5", "p25", "p50", "p75", "p95")
-
-
-_SHORT = {"accelerator-hours": "h", "fraction": "", "USD/accelerator-hour": "$/h", "parameters": "",
-          "tokens": "", "FLOP": "", "FLOP/s": "FLOP/s", "USD": "$", "ratio": ""}
-
-
-def _unit(name: str) -> str:
-    unit = OUTPUTS[name][0] if name in OUTPUTS else INPUTS.get(name, ("", "", "", ""))[2]
-    return _SHORT.get(unit, unit)
-
-
-def stats_table(title: str, stats: dict[str, dict[str, Any]], names) -> Any:
-    from rich import box
-    from rich.table import Table
-
-    t = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    t.add_column("quantity", no_wrap=True)
-    for c in _COLS:
-        t.add_column(c, justify="right", no_wrap=True)
-    t.add_column("±p50", justify="right", style="dim", no_wrap=True)
-    for n in names:
-        s = stats.get(n)
-        if not isinstance(s, dict) or "p50" not in s:
-            continue
-        unit = _unit(n)
-        t.add_row(n + (f" [dim]{unit}[/dim]" if unit else ""), *(fmt(s[c], 3) for c in _COLS),
-                  fmt(s.get("mcse_p50", 0.0), 2))
-    return t
-
-
 def print_result(res, data: dict[str, Any]) -> None:
+    import os
     import sys
 
     from rich.console import Console
@@ -82,7 +55,8 @@ def print_result(res, data: dict[str, Any]) -> None:
     def escape(text: str) -> str:  # user text: shown as text, never as markup or terminal control
         return _escape(one_line(text))
 
-    con = Console() if sys.stdout.isatty() else Console(width=120)
+    # a pipe gets wide lines unless COLUMNS says how wide (rich reads it)
+    con = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=120)
     spec = res.spec
     ch = data["chain"]
     checks = (data.get("posterior") or {}).get("checks") or {}
@@ -92,6 +66,9 @@ def print_result(res, data: dict[str, Any]) -> None:
     con.print(f"[bold]{escape(spec.name)}[/bold]  {escape(spec.description)}")
     con.print(f"[dim]seed {res.seed} · {res.samples:,} draws · {res.device} · "
               f"{res.timings.get('total_s', 0):.2f} s · flops convention {spec.flops}[/dim]\n")
+    for line in headline_lines(data):  # the answer first: the posterior when there is a (healthy) one
+        con.print(line)
+    con.print()
     con.print("[bold]Napkin chain[/bold] (each input at its median)")
     peak = ch["peak_flops"]
     per_token = napkin.CONVENTIONS[spec.flops].napkin.format(params=fmt(ch.get("params", 0)),

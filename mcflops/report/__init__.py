@@ -2,12 +2,14 @@
 
 Computation-free: everything comes from ``summary.json``, ``spec.resolved.yaml`` and the figures
 (PNG) in the folder, so ``mcflops report DIR`` re-renders without sampling (and without JAX).
-Each section renders from whatever is present and says "not computed" for what is not. This package
-returns strings; the CLI writes them.
+Each section renders from whatever is present and says "not computed" for what is not; a new run (one
+that observes nothing) has no section on the published figure. Sections are numbered in the order they
+appear (:func:`numbered`). This package returns strings; the CLI writes them.
 
 - :mod:`.blocks`: paragraphs, tables, figures; numbers in a reader's units
 - :mod:`.planning`: the answers to the file's ``plan:`` block, when it has one
-- :mod:`.sections`: sections 1, 2, 5, 6; :mod:`.posterior`: section 3; :mod:`.drivers`: section 4
+- :mod:`.sections`: the headline, the napkin chain, the assumptions, reproducibility;
+  :mod:`.posterior`: what the published figure implies; :mod:`.drivers`: what drives it
 - :mod:`.markup`: Markdown and HTML, with all escaping
 """
 
@@ -22,7 +24,7 @@ from mcflops.report import drivers
 from mcflops.report import planning
 from mcflops.report import posterior
 from mcflops.report import sections
-from mcflops.report.blocks import HEADLINE_FIGURE, Document, Fig, Section, caption, used_figures
+from mcflops.report.blocks import HEADLINE_FIGURE, Document, Fig, Section, caption, observes, used_figures
 from mcflops.report.markup import md_escape, png_size, to_html, to_markdown
 
 FILES = ("report.md", "report.html")
@@ -89,13 +91,29 @@ def build(run: Run) -> Document:
     meta = (f"mcflops {s.get('version', '?')} · seed {s.get('seed', '?')} · "
             f"{_count(s.get('samples'))} draws · FLOPs convention {s.get('flops_convention', '?')} · "
             f"spec {s.get('spec_hash', '?')}")
+    parts = [sections.headline(run), sections.napkin(run)]
+    if observes(run):  # a new run has no published figure to speak of
+        parts.append(posterior.implied(run))
     plan = planning.planning(run)  # only when the file has a plan: block
-    parts = [sections.headline(run), sections.napkin(run), posterior.implied(run), drivers.drivers(run),
-             *([plan] if plan is not None else []), sections.assumptions(run), sections.reproducibility(run)]
+    parts += [drivers.drivers(run), *([plan] if plan is not None else []), sections.assumptions(run),
+              sections.reproducibility(run)]
     rest = [n for n in run.figures if n not in used_figures(run)]
     if rest:
         parts.append(Section("figures", "Other figures", [Fig(n, run.figures[n], caption(n)) for n in rest]))
-    return Document(f"{name}: training compute", str(s.get("description") or ""), meta, parts)
+    return Document(f"{name}: training compute", str(s.get("description") or ""), meta, numbered(parts))
+
+
+UNNUMBERED = frozenset({"figures"})  # appendix-like sections keep their bare title
+
+
+def numbered(parts: list[Section]) -> list[Section]:
+    """Number the sections 1, 2, 3, ... in the order they appear (a section left out leaves no gap)."""
+    i = 0
+    for sec in parts:
+        if sec.id not in UNNUMBERED:
+            i += 1
+            sec.title = f"{i}. {sec.title}"
+    return parts
 
 
 def _count(n: Any) -> str:
@@ -103,4 +121,4 @@ def _count(n: Any) -> str:
 
 
 __all__ = ["render", "build", "load", "to_markdown", "to_html", "md_escape", "png_size", "Run", "Document",
-           "Section", "FILES", "HEADLINE_FIGURE"]
+           "Section", "FILES", "HEADLINE_FIGURE", "numbered", "observes"]

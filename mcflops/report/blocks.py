@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 from mcflops.numbers import format_number
 
 HEADLINE_FIGURE = "headline_gpu_hours.png"  # drawn by plots.report.headline
+IMPLIED = "What the published figure implies"  # the posterior's section, named by the headline
 
 
 class B(str):
@@ -212,9 +213,22 @@ _CAPTIONS = (("tornado", "Tornado: the median when one input moves to its p5 or 
              ("posterior", "Prior and posterior"))
 
 
+def observes(run) -> bool:
+    """The run is conditioned on something (an observation in summary.json or the prior file, or a
+    posterior): otherwise it is a new run, and the report speaks of the priors alone."""
+    s = run.summary
+    spec_observes = bool(getattr(run.spec, "observe", None)) if run.spec is not None else False
+    return bool(s.get("observed")) or bool(s.get("posterior")) or spec_observes
+
+
+def headline_caption(run) -> str:
+    """The headline figure's caption: what it shows for this run (a new run has no published figure)."""
+    if not observes(run):
+        return "GPU-hours under the priors alone (the prior predictive), in millions, with the napkin value"
+    return "GPU-hours before (prior predictive) and after (posterior) the published figure, in millions"
+
+
 def caption(name: str) -> str:
-    if name == HEADLINE_FIGURE:
-        return "GPU-hours before (prior predictive) and after (posterior) the published figure, in millions"
     low = name.lower()
     for key, text in _CAPTIONS:
         if key in low:

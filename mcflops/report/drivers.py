@@ -1,4 +1,4 @@
-"""Section 4 of the report, what drives the estimate: tornado, Sobol indices, Shapley effects, correlations, sweeps.
+"""The report's section on what drives the estimate: tornado, Sobol indices, Shapley effects, correlations, sweeps.
 
 Renders summary.json's "sensitivity" (the shape :func:`mcflops.sensitivity.analyze` gives) and, for any
 other shape, readable tables of whatever is there.
@@ -13,7 +13,7 @@ from mcflops.numbers import format_number
 from mcflops.report.blocks import _SENS, B, C, P, Section, Sub, Table, _fig_blocks, _figs, fmt, interval, label, missing, num
 from mcflops.report.planning import FIGURE as PLAN_FIGURE
 
-# ---- 4. drivers -------------------------------------------------------------------------------
+# ---- drivers -------------------------------------------------------------------------------
 
 
 def _cell(v: Any) -> str:
@@ -56,7 +56,7 @@ def data_blocks(obj: Any, title: str, depth: int = 0) -> list:
 
 
 def drivers(run) -> Section:
-    sec = Section("drivers", "4. What drives it")
+    sec = Section("drivers", "What drives it")
     sens = run.summary.get("sensitivity")
     figs = [n for n in _figs(run, _SENS) if n != PLAN_FIGURE]  # the plan curve: the planning section's
     if not isinstance(sens, Mapping) or not sens:

@@ -1,18 +1,19 @@
-"""Section 3 of the report: what the published figure implies (the posterior against the prior, the prior
+"""The report's section on what the published figure implies (the posterior against the prior, the prior
 file's reported claims, the MFU-goodput ridge, a sentence a reviewer can quote).
 
 Reads only the run's summary (summary.json), its resolved spec and the names of its figures; does no
-statistics. Without a posterior it says "not computed" instead of failing.
+statistics. A new run (nothing observed) has no such section; with an observation but no posterior it says
+"not computed" instead of failing.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from mcflops.report.blocks import _POST, _SENS, B, C, P, Section, Sub, Table, _fig_blocks, _figs, failed_checks, fmt, interval, label, median_ci, missing, num, posterior_warning, stat
+from mcflops.report.blocks import IMPLIED, _POST, _SENS, B, C, P, Section, Sub, Table, _fig_blocks, _figs, failed_checks, fmt, interval, label, median_ci, missing, num, posterior_warning, stat
 from mcflops.spec import OUTPUTS
 
-# ---- 3. what the published figure implies -----------------------------------------------------
+# ---- what the published figure implies -----------------------------------------------------
 
 
 def _ranges(obj: Any, path: tuple = (), depth: int = 0):
@@ -33,7 +34,7 @@ def _ranges(obj: Any, path: tuple = (), depth: int = 0):
 
 def implied(run) -> Section:
     s = run.summary
-    sec = Section("implied", "3. What the published figure implies")
+    sec = Section("implied", IMPLIED)
     prior, post = s.get("prior") or {}, s.get("posterior")
     if not isinstance(post, Mapping) or not post:
         if s.get("observed"):

@@ -1,5 +1,5 @@
-"""What the report says in sections 1, 2, 5 and 6 (section 3 is :mod:`mcflops.report.posterior`, section 4
-:mod:`mcflops.report.drivers`).
+"""What the report says in its headline, napkin chain, assumptions and reproducibility sections (what the
+published figure implies is :mod:`mcflops.report.posterior`, what drives it :mod:`mcflops.report.drivers`).
 
 Reads only the run's summary (summary.json), its resolved spec and the names of its figures; does no
 statistics. A section whose inputs are missing says "not computed" instead of failing.
@@ -13,14 +13,16 @@ from typing import Mapping
 from mcflops import chain
 from mcflops.numbers import format_number
 from mcflops.spec import INPUTS
-from mcflops.report.blocks import HEADLINE_FIGURE, B, Box, C, Items, P, Section, Sub, Table, _accelerator, _and, _count, _fig_blocks, failed_checks, fmt, interval, label, median_ci, missing, num, ordinal, posterior_warning, stat
+from mcflops.report.blocks import HEADLINE_FIGURE, IMPLIED, B, Box, C, Fig, Items, P, Section, Sub, Table, _accelerator, _and, _count, failed_checks, headline_caption, observes, fmt, interval, label, median_ci, missing, num, ordinal, posterior_warning, stat
 
-# ---- 1. headline ------------------------------------------------------------------------------
+# ---- headline ------------------------------------------------------------------------------------
 
 
 def headline(run) -> Section:
+    """The answer first: the posterior when the run is conditioned on a figure and its checks passed,
+    else the prior predictive (a new run: the priors alone, said so)."""
     s = run.summary
-    sec = Section("headline", "1. Headline")
+    sec = Section("headline", "Headline")
     prior, post = s.get("prior") or {}, s.get("posterior") or {}
     failed = failed_checks(s)
     if failed:  # first, before any number
@@ -29,18 +31,27 @@ def headline(run) -> Section:
     if gh is None:
         sec.blocks.append(missing("summary.json has no prior-predictive GPU-hours"))
         return sec
-    box = [P([B(f"{fmt('gpu_hours', gh['p50'])} GPU-hours"), " is the median of the prior predictive; "
-              f"90% interval {interval('gpu_hours', gh.get('p5'), gh.get('p95'))}."])]
-    days, count = stat(prior, "wall_days"), _count(run)
+    new_run = not observes(run)
+    lead = post if stat(post, "gpu_hours") and not failed else prior
+    if lead is post:
+        g1 = post["gpu_hours"]
+        box = [P([B(f"{fmt('gpu_hours', g1['p50'])} GPU-hours"), " is the median given the published figure "
+                  f"(the posterior); 90% interval {interval('gpu_hours', g1.get('p5'), g1.get('p95'))}. Before "
+                  f"the figure, the prior predictive said {median_ci('gpu_hours', gh)}."])]
+    else:
+        alone = " (the priors alone: the prior file observes nothing)" if new_run else ""
+        box = [P([B(f"{fmt('gpu_hours', gh['p50'])} GPU-hours"), f" is the median of the prior predictive{alone}; "
+                  f"90% interval {interval('gpu_hours', gh.get('p5'), gh.get('p95'))}."])]
+    days, count = stat(lead, "wall_days"), _count(run)
     if days and count:
         box.append(P([f"On {count:,} {_accelerator(run)}: ", B(fmt("wall_days", days["p50"])),
                       f" of wall-clock time (90%: {interval('wall_days', days.get('p5'), days.get('p95'))})."]))
     extra = []
-    if stat(prior, "cost"):
-        extra += ["Cost at the price prior: ", B(fmt("cost", prior["cost"]["p50"])),
-                  f" (90%: {interval('cost', prior['cost'].get('p5'), prior['cost'].get('p95'))}). "]
-    if stat(prior, "energy_mwh"):
-        e = prior["energy_mwh"]
+    if stat(lead, "cost"):
+        extra += ["Cost at the price prior: ", B(fmt("cost", lead["cost"]["p50"])),
+                  f" (90%: {interval('cost', lead['cost'].get('p5'), lead['cost'].get('p95'))}). "]
+    if stat(lead, "energy_mwh"):
+        e = lead["energy_mwh"]
         extra += ["Energy (accelerator power × PUE): ", B(fmt("energy_mwh", e["p50"])),
                   f" (90%: {interval('energy_mwh', e.get('p5'), e.get('p95'))})."]
     if extra:
@@ -53,7 +64,7 @@ def headline(run) -> Section:
     elif m and stat(prior, "mfu"):
         box.append(P(["Given the published figure, the run-average MFU is ", B(fmt("mfu", m["p50"])),
                       f" (90%: {interval('mfu', m.get('p5'), m.get('p95'))}; prior "
-                      f"{median_ci('mfu', prior['mfu'])}). See section 3."]))
+                      f"{median_ci('mfu', prior['mfu'])}). See \u201c{IMPLIED}\u201d below."]))
     sec.blocks.append(Box(box))
     rows = []
     for n in ("gpu_hours", "wall_days", "cost", "energy_mwh", "mfu", "goodput"):
@@ -65,11 +76,12 @@ def headline(run) -> Section:
             row += [fmt(n, b["p50"]) if b else "n/a", interval(n, b.get("p5"), b.get("p95")) if b else "n/a"]
         rows.append(row)
     header = ["quantity", "napkin", "prior median", "prior 90%"] + (["posterior median", "posterior 90%"] if post else [])
+    what = ("Prior: the priors alone (nothing observed)." if new_run else
+            "Prior: before the published figure. Posterior: given it.")
     sec.blocks.append(Table(header, rows, num=frozenset(range(1, len(header))),
-                            caption="Napkin: every input at its median. Prior: before the published figure. "
-                            "Posterior: given it."))
+                            caption=f"Napkin: every input at its median. {what}"))
     if HEADLINE_FIGURE in run.figures:
-        sec.blocks += _fig_blocks(run, [HEADLINE_FIGURE])
+        sec.blocks.append(Fig(HEADLINE_FIGURE, run.figures[HEADLINE_FIGURE], headline_caption(run)))
     return sec
 
 
@@ -92,12 +104,12 @@ def _observed_sentence(name: str, o: Mapping) -> list:
     return [f"Observed {label(name)}{src}."]
 
 
-# ---- 2. napkin chain --------------------------------------------------------------------------
+# ---- napkin chain --------------------------------------------------------------------------------
 
 
 def napkin(run) -> Section:
     s = run.summary
-    sec = Section("napkin", "2. The napkin chain")
+    sec = Section("napkin", "The napkin chain")
     ch = s.get("chain") or {}
     if not all(num(ch.get(k)) for k in ("flops", "gpu_hours", "peak_flops", "mfu", "goodput", "tokens")):
         sec.blocks.append(missing("summary.json has no napkin chain"))
@@ -188,11 +200,11 @@ def _why(run, ch: Mapping) -> list:
     return out + [Items(reasons)]
 
 
-# ---- 5. assumptions ---------------------------------------------------------------------------
+# ---- assumptions ---------------------------------------------------------------------------------
 
 
 def assumptions(run) -> Section:
-    sec = Section("assumptions", "5. Assumptions")
+    sec = Section("assumptions", "Assumptions")
     spec, prior = run.spec, run.summary.get("prior") or {}
     if spec is None:
         sec.blocks.append(missing("spec.resolved.yaml is missing or unreadable, so the priors cannot be listed"))
@@ -230,12 +242,12 @@ def assumptions(run) -> Section:
     return sec
 
 
-# ---- 6. reproducibility -----------------------------------------------------------------------
+# ---- reproducibility -----------------------------------------------------------------------------
 
 
 def reproducibility(run) -> Section:
     s = run.summary
-    sec = Section("reproducibility", "6. Reproducibility")
+    sec = Section("reproducibility", "Reproducibility")
     post = s.get("posterior") if isinstance(s.get("posterior"), Mapping) else {}
     rows: list = [["seed", str(s.get("seed", "n/a"))],
                   ["samples", f"{s['samples']:,}" if isinstance(s.get("samples"), int) else "n/a"]]
@@ -271,7 +283,7 @@ def reproducibility(run) -> Section:
     if num(t.get("total_s")):
         rows.append(["run time", f"{t['total_s']:.1f} s"])
     sec.blocks.append(Table(["", ""], rows))
-    said = set(post.get("findings") or ()) if post else set()  # section 3 states those
+    said = set(post.get("findings") or ()) if post else set()  # the posterior's section states those
     for note in s.get("notes") or []:
         if note not in said:
             sec.blocks.append(P([f"Note: {note}"], "note"))

@@ -44,9 +44,10 @@ def previous_report(parent: Path) -> Path:
 
 
 def stderr_lines(text: str) -> list[str]:
-    """The lines a user is left with: escape sequences removed, progress-bar frames dropped."""
+    """The lines a user is left with: escape sequences removed, progress-bar and phase-line frames (a braille
+    spinner, then the phase) dropped."""
     parts = re.split(r"[\r\n]", ANSI.sub("", text))
-    return [p.strip() for p in parts if p.strip() and not p.strip().startswith("sampling")]
+    return [p.strip() for p in parts if p.strip() and not re.match(r"sampling|[\u2800-\u28ff] ", p.strip())]
 
 
 # `python -m mcflops.cli ARGS` with Ctrl-C as a terminal delivers it: a CI shell that ignores SIGINT (like nohup)

@@ -89,8 +89,9 @@ def test_report_in_chromium(browser, run_dir):
         assert all(done and w > 0 and h > 0 for done, w, h in imgs), imgs
         assert sorted((w, h) for _, w, h in imgs) == sorted(report.png_size(p.read_bytes()) for p in pngs)
         text = " ".join(page.inner_text("body").split())
-        g = s["prior"]["gpu_hours"]
-        assert f"{_3(g['p50'] / 1e6)}M GPU-hours" in text  # GPU-hours in millions, 3 significant digits
+        g, g1 = s["prior"]["gpu_hours"], s["posterior"]["gpu_hours"]
+        assert f"{_3(g1['p50'] / 1e6)}M GPU-hours" in text  # the headline: the posterior, in millions, 3 digits
+        assert f"{_3(g['p50'] / 1e6)}M" in text  # the prior beside it
         assert f"{_3(g['p5'] / 1e6)}M–{_3(g['p95'] / 1e6)}M" in text
         assert f"{s['observed']['gpu_hours']['value'] / 1e6:.4g}M GPU-hours" in text
         assert f"{_3(s['prior']['wall_days']['p50'])} days" in text

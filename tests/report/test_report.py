@@ -321,22 +321,40 @@ def test_minimal_summary_renders_every_section(tmp_path):
     d = _folder(tmp_path, {"name": "bare"})
     out = report.render(d)
     secs = _sections(out["report.html"])
-    assert list(secs) == ["headline", "napkin", "implied", "drivers", "assumptions", "reproducibility"]
-    for sid in ("headline", "napkin", "implied", "drivers", "assumptions"):
+    # nothing observed: a new run, with no section on a published figure
+    assert list(secs) == ["headline", "napkin", "drivers", "assumptions", "reproducibility"]
+    for sid in ("headline", "napkin", "drivers", "assumptions"):
         assert "Not computed" in secs[sid], sid
     assert "Not computed" in out["report.md"]
+
+
+def test_observation_without_posterior_says_not_computed(tmp_path):
+    d = _folder(tmp_path, {"name": "bare", "observed": {"gpu_hours": {"value": 3e7, "sigma": 0.05}}})
+    secs = _sections(report.render(d)["report.html"])
+    assert list(secs) == ["headline", "napkin", "implied", "drivers", "assumptions", "reproducibility"]
+    assert "Not computed: no posterior: summary.json has none" in secs["implied"]
 
 
 def test_no_observation_and_no_sensitivity(run_dir, tmp_path):
     s = json.loads((run_dir / "summary.json").read_text())
     for k in ("posterior", "observed", "sensitivity"):
         s.pop(k, None)
-    d = _folder(tmp_path, s, (run_dir / "spec.resolved.yaml").read_text())
+    spec = _without_observe((run_dir / "spec.resolved.yaml").read_text())
+    d = _folder(tmp_path, s, spec)
     secs = _sections(report.render(d)["report.html"])
-    assert "Not computed: no posterior: the prior file observes nothing" in secs["implied"]
+    assert "implied" not in secs  # a new run: no section on a published figure
     assert "Not computed: no sensitivity analysis" in secs["drivers"]
     assert "posterior median" not in secs["headline"]
     assert "Not computed" not in secs["napkin"] and "Not computed" not in secs["assumptions"]
+
+
+def _without_observe(spec_text: str) -> str:
+    """A resolved prior file with its top-level observe: block removed (up to the next top-level key)."""
+    import re
+
+    out = re.sub(r"(?ms)^observe:.*?(?=^\S)", "", spec_text + "\n")
+    assert "observe:" in spec_text and "observe:" not in out
+    return out
 
 
 SENSITIVITY = {  # the shape sensitivity.analyze gives (numbers rounded from a run of priors/_smoke.yaml)
