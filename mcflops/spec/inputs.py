@@ -71,6 +71,9 @@ def check_domain(where: Fields, name: str, dist: Dist, node: Mapping) -> None:
         rng = f"[{lo:g}, {hi:g}]" if name == "pue" else f"(0, {hi:g}]"
         hint = " (bound it with low:/high:, or use beta for a fraction)" if dist.family in ("normal", "lognormal") \
             else ""
+        if INPUTS[name][2] == "fraction" and 2 <= s_lo and s_hi <= 100:  # a percentage where a fraction goes
+            hint = (f"; did you mean {s_hi / 100:.2f}?" if dist.family == "point" else
+                    f"; a fraction, not a percentage: did you mean [{s_lo / 100:.2f}, {s_hi / 100:.2f}]?")
         raise where.error(f"{meaning} must stay in {rng}, but this {dist.family} prior reaches "
                           f"[{s_lo:g}, {s_hi:g}]{hint}", node, name, f"priors.{name}")
     t_lo, t_hi = tail_quantiles(dist)  # what the sampler's table will hold at z = -8 and z = 8
