@@ -248,6 +248,9 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
                 entry.update(value=o.value, sigma=o.scale if o.noise == "lognormal" else None,
                              prior_percentile=summary.percentile_of(sums, i))
             observed[name] = entry
+        from mcflops.inference import scope_warnings
+
+        scope = scope_warnings(spec, sums)  # a published figure in the prior predictive's outer 1%
         post = None
         if lik is not None and posterior:
             from mcflops import inference
@@ -268,7 +271,7 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
                       observed=observed, draws=draws, posterior=post.summary if post is not None else None,
                       posterior_draws=post.draws if post is not None else None, sensitivity=sens_out,
                       device=device_name(), timings=timings, sums=sums, model=m,
-                      notes=list(post.notes) if post is not None else [])
+                      notes=[*spec.notes, *scope, *(post.notes if post is not None else ())])
 
 
 def _overridden(spec: SpecLike, samples: int | None, seed: int | None) -> Spec:

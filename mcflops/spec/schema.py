@@ -106,7 +106,7 @@ def _prior(name: str, *, component: bool = False) -> dict[str, Any]:
     if "mixture" in fams:
         props["mixture"] = {"type": "array", "items": {"$ref": f"#/$defs/component_{name}"}, "minItems": 2}
     props.update(source=_TEXT, low=_num(lo), high=_num(**({"maximum": hi} if hi < float("inf") else {})),
-                 weights={"type": "array", "items": _num(0)})
+                 weights={"type": "array", "items": _num(0, maximum=1)})
     props = {k: props[k] for k in DIST_KEYS if k in props}
     truncated = {"anyOf": [{"required": ["normal"]}, {"required": ["lognormal"]}]}
     rules: list[dict[str, Any]] = [

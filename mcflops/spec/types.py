@@ -155,6 +155,9 @@ class Spec:
     plan: PlanOptions = field(default_factory=PlanOptions)
     reported: Mapping[str, Reported] = field(default_factory=dict)  # claims to check against the posterior
     path: str | None = None
+    # what the file leaves to the defaults and the priors that look like mistakes (mcflops.spec.notes), one line
+    # each: computed at load, shown after the tables, in summary.json's notes and in the report's assumptions
+    notes: tuple[str, ...] = ()
 
     @property
     def outputs(self) -> tuple[str, ...]:

@@ -23,10 +23,13 @@ GOOD = sorted(p for p in (ROOT / "tests").rglob("*.yaml") if p.parent != BAD)
 # Bad files whose fault is beyond what JSON Schema can state; the loader alone refuses them.
 NOT_EXPRESSIBLE = {
     "beta_impossible_sd": "a beta's sd against its mean (sd^2 < mean (1 - mean)): arithmetic on two values",
+    "beta_no_spread": "a 90% interval narrower than one part in a million: needs the beta's quantile function",
     "beta_tail_underflow": "the prior's 1e-15 tails underflow: needs the beta's quantile function",
     "interval_p5_above_p95": "p5 < p95: a comparison between two items of a list",
     "lognormal_absurd_spread": "the 1e-15 tails beyond 1e100: needs the quantile function",
     "mixture_weights_count": "one weight per component: two lists' lengths compared",
+    "mixture_weights_sum": "weights summing to 1: arithmetic over a list",
+    "normal_no_spread": "an sd against its mean (no spread): arithmetic on two values",
     "observe_between_outside_prior": "an observed interval against its prior's support: two blocks compared",
     "observe_between_reversed": "low < high: a comparison between two items",
     "output_overflow": "the outputs' range: a sum over every prior's tails",
