@@ -257,6 +257,9 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
                 entry.update(value=o.value, sigma=o.scale if o.noise == "lognormal" else None,
                              prior_percentile=summary.percentile_of(sums, i))
             observed[name] = entry
+        from mcflops.inference import scope_warnings
+
+        scope = scope_warnings(spec, sums)  # a published figure in the prior predictive's outer 1%
         post = None
         if lik is not None and posterior:
             from mcflops import inference
@@ -286,7 +289,8 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
                       observed=observed, draws=draws, posterior=post.summary if post is not None else None,
                       posterior_draws=post.draws if post is not None else None, sensitivity=sens_out,
                       device=device_name(), timings=timings, sums=sums, model=m,
-                      notes=notes + (list(post.notes) if post is not None else []), plan=plan_out)
+                      notes=[*spec.notes, *notes, *scope, *(post.notes if post is not None else ())],
+                      plan=plan_out)
 
 
 def _overridden(spec: SpecLike, samples: int | None, seed: int | None) -> Spec:

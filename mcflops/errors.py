@@ -15,11 +15,13 @@ class SpecError(ValueError):
         super().__init__(self.format())
 
     def format(self) -> str:
-        where = self.path or "<spec>"
-        if self.line is not None:
-            where += f":{self.line}"
-        field = f" {self.field}:" if self.field else ""
-        return one_line(f"{where}:{field} {self.message}")
+        """``file:line: field: message``; without a file, ``field: message`` (a command-line flag names
+        itself: ``--samples: expected ...``), and ``<spec>: message`` when nothing names the place."""
+        line = f":{self.line}" if self.line is not None else ""
+        parts = [self.path + line] if self.path else [f"<spec>{line}"] if line else []
+        if self.field:
+            parts.append(self.field)
+        return one_line(": ".join(parts or ["<spec>"]) + f": {self.message}")
 
 
 _MAX_LINE = 600  # a message quoting a huge value (a pasted table, a 400-digit number) is cut here

@@ -2,7 +2,8 @@
 
 A YAML 1.1 loader reads ``405.9e9`` as a string and YAML 1.2 reads ``15.6T`` as one; both reach
 here as text and become floats. Suffixes are SI-like counts, the way model cards write them
-(K = 1e3, M = 1e6, B or G = 1e9, T = 1e12, P = 1e15).
+(K = 1e3, M = 1e6, B or G = 1e9, T = 1e12, P = 1e15), in either case: people write ``15t`` and ``70b``
+as often as ``15T`` and ``70B``, and a count has no use for milli or pico, so ``5m`` is 5 million.
 """
 
 from __future__ import annotations
@@ -10,8 +11,12 @@ from __future__ import annotations
 import math
 import re
 
-SUFFIXES = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
-_NUMBER = re.compile(r"^([+-]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?)\s*([kKMBGTP]?)$")
+_UPPER = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
+SUFFIXES = {**_UPPER, **{k.lower(): v for k, v in _UPPER.items()}}
+# A number as text: the pattern the loader reads and the JSON Schema states (ECMA-262 and Python agree on it).
+NUMBER_PATTERN = (r"^([+-]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?)\s*(["
+                  + "".join(SUFFIXES) + "]?)$")
+_NUMBER = re.compile(NUMBER_PATTERN)
 
 
 def parse_number(value: object) -> float | None:

@@ -73,7 +73,8 @@ def positive_prior(draw, lo: float, hi: float, kinds=("const", "affine", "table"
     if fam == "lognormal_trunc":
         return {"lognormal": [a, a * r], "high": a * r * draw(st.floats(1.0, 3.0))}  # keeps at least 95%
     comps = [{"lognormal": [a, a * r]}, {"uniform": [a * r, a * r * r]}]
-    return {"mixture": comps, "weights": [draw(st.floats(0.05, 1.0)), draw(st.floats(0.05, 1.0))]}
+    w = draw(st.floats(0.05, 0.95))  # weights are probabilities: they sum to 1 (the loader refuses others)
+    return {"mixture": comps, "weights": [w, 1.0 - w]}
 
 
 @st.composite

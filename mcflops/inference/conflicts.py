@@ -66,3 +66,31 @@ def no_draw_error(spec, centers: Mapping[str, float], sums, lik) -> SpecError:
                  f"them together (prior probability inside each interval: {inside})"]
     return SpecError("no prior draw can explain the observations: " + "; ".join(lines)
                      + "; widen those priors or check the observed values", path=spec.path, field="observe")
+
+
+SCOPE_RANGE = (1.0, 99.0)  # a published figure outside the prior's 1-99% range: the two disagree
+
+
+def scope_warnings(spec, sums) -> list[str]:
+    """One warning per observation the prior predictive puts in its outer 1% on either side (or an interval
+    it gives under 1% of its mass): the figure and the priors disagree, most often because the figure counts
+    something else (pre-training only, every stage, downtime) than the priors do."""
+    from mcflops.numbers import format_number as fmt
+
+    out = []
+    for i, (name, o) in enumerate(spec.observe.items()):
+        if o.noise == "between":
+            inside = float(sums.inside[i] / sums.n)
+            if inside >= SCOPE_RANGE[0] / 100:
+                continue
+            where = f"[{fmt(o.low)}, {fmt(o.high)}] holds {100 * inside:.2g}% of the prior predictive"
+        else:
+            pct = summary.percentile_of(sums, i)
+            if SCOPE_RANGE[0] <= pct <= SCOPE_RANGE[1]:
+                continue
+            where = f"{fmt(o.value)} sits at the {pct:.1f}th percentile of the prior predictive"
+        out.append(f"WARNING: the published {name} {where}, outside its 1-99% range: the priors and the figure "
+                   f"disagree; check the figure's scope (which stages, which hardware, downtime included) and the "
+                   f"priors behind it ({', '.join(behind(spec, name)[0]) or 'none uncertain'}) before reading the "
+                   "posterior")
+    return out

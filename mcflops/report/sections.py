@@ -230,6 +230,9 @@ def assumptions(run) -> Section:
             obs.append([[C(n)], what, o.source or "none given"])
         sec.blocks.append(Table(["observed", "figure and noise", "source"], obs, src=frozenset({2}),
                                 caption="What the run is conditioned on.", stack=True))
+    if spec.notes:  # the defaults the file relies on and the priors that look like mistakes (mcflops.spec.notes)
+        sec.blocks += [P(["What the prior file leaves to the defaults, and what to check:"]),
+                       Items([[n] for n in spec.notes])]
     if spec.architecture is not None:
         a = spec.architecture.__dict__  # widths and counts (integers), a preset or config path, flags
 
@@ -284,6 +287,7 @@ def reproducibility(run) -> Section:
         rows.append(["run time", f"{t['total_s']:.1f} s"])
     sec.blocks.append(Table(["", ""], rows))
     said = set(post.get("findings") or ()) if post else set()  # the posterior's section states those
+    said |= set(run.spec.notes) if run.spec is not None else set()  # section 5 states these
     for note in s.get("notes") or []:
         if note not in said:
             sec.blocks.append(P([f"Note: {note}"], "note"))

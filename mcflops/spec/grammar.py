@@ -33,6 +33,7 @@ from mcflops.spec.fields import Fields
 
 FAMILIES = ("point", "uniform", "normal", "lognormal", "beta", "triangular", "pert", "mixture")
 DIST_KEYS = FAMILIES + ("source", "low", "high", "weights")
+WEIGHTS_TOLERANCE = 1e-9  # mixture weights sum to 1 within this (decimal weights like 0.1 x 10 sum to 1 - 1e-16)
 _NAMED = {
     "uniform": (("low", "high"),),
     "normal": (("mean", "sd"),),
@@ -92,6 +93,12 @@ def parse_dist(node: Any, field_: str, where: Fields, parent: Any = None, key: A
             ws = [parse_number(v) for v in w]
             if any(v is None or v < 0 for v in ws) or sum(ws) <= 0:
                 raise here.error("expected non-negative weights with a positive sum", node, "weights")
+            # Weights are probabilities: [0.7, 0.2] is more likely a lost 0.1 than a ratio to normalise. Each
+            # is checked before summing, so that [1e308, 1e308] cannot overflow the sum.
+            total = math.fsum(ws) if all(v <= 1 + WEIGHTS_TOLERANCE for v in ws) else math.inf
+            if not abs(total - 1) <= WEIGHTS_TOLERANCE:
+                shown = " + ".join(f"{v:g}" for v in ws) + (f" = {total:.10g}" if math.isfinite(total) else "")
+                raise here.error(f"expected mixture weights that sum to 1, got {shown}", node, "weights")
             weights = tuple(v / sum(ws) for v in ws)
         return Dist("mixture", {}, components=comps, weights=weights, source=source, line=line)
 

@@ -7,7 +7,7 @@ import math
 from typing import Mapping
 
 from mcflops.priors.dist import Dist, support, tail_quantiles
-from mcflops.spec import recipes
+from mcflops.spec import notes, recipes
 from mcflops.spec.fields import Fields
 from mcflops.spec.grammar import parse_dist
 from mcflops.spec.types import INPUTS, Hardware
@@ -28,6 +28,9 @@ def parse_priors(where: Fields, data: Mapping, flops: str, params_optional: bool
             continue
         dist = parse_dist(node[key], f"priors.{key}", where, node, key)
         check_domain(where, key, dist, node)
+        flat = notes.spread_error(key, dist)
+        if flat:
+            raise where.error(flat, node, key, f"priors.{key}")
         priors[key] = dist
     required = ("tokens", "mfu") if flops in ("megatron", "architecture") or params_optional \
         else ("params", "tokens", "mfu")
@@ -45,17 +48,20 @@ def resolve_recipes(where: Fields, data: Mapping, priors: dict[str, Dist | None]
         check_domain(where, key, priors[key], node)
 
 
-def fill_defaults(priors: dict[str, Dist], hardware: Hardware, flops: str) -> None:
-    """The priors a file may leave out, in place: what a missing input means."""
+def fill_defaults(priors: dict[str, Dist], hardware: Hardware, flops: str, calibrated: bool = False) -> None:
+    """The priors a file may leave out, in place: what a missing input means. Their sources say so, and the
+    notes (:mod:`mcflops.spec.notes`) read them. ``calibrated``: the mfu prior is the calibrated effective
+    utilization, which already holds the downtime goodput would."""
     if "goodput" not in priors:
-        priors["goodput"] = Dist("point", {"value": 1.0}, source="default: no downtime (goodput 1)")
+        priors["goodput"] = Dist("point", {"value": 1.0},
+                                 source=notes.DEFAULT_GOODPUT_CALIBRATED if calibrated else notes.DEFAULT_GOODPUT)
     if hardware.peak_flops is not None and "peak_flops" not in priors:
         priors["peak_flops"] = Dist("point", {"value": hardware.peak_flops},
-                                    source=f"catalogue: {hardware.accelerator} {hardware.precision} dense peak")
+                                    source=notes.peak_source(hardware.accelerator, hardware.precision))
     if hardware.tdp_w is not None and "power" not in priors:
-        priors["power"] = Dist("point", {"value": hardware.tdp_w}, source=f"catalogue: {hardware.accelerator} TDP")
+        priors["power"] = Dist("point", {"value": hardware.tdp_w}, source=notes.tdp_source(hardware.accelerator))
     if "power" in priors and "pue" not in priors:
-        priors["pue"] = Dist("point", {"value": 1.0}, source="default: accelerator power only (PUE 1)")
+        priors["pue"] = Dist("point", {"value": 1.0}, source=notes.DEFAULT_PUE)
     if flops in ("megatron", "architecture"):
         priors.pop("params", None)  # these conventions' count is set by the architecture alone
 
@@ -71,6 +77,9 @@ def check_domain(where: Fields, name: str, dist: Dist, node: Mapping) -> None:
         rng = f"[{lo:g}, {hi:g}]" if name == "pue" else f"(0, {hi:g}]"
         hint = " (bound it with low:/high:, or use beta for a fraction)" if dist.family in ("normal", "lognormal") \
             else ""
+        if INPUTS[name][2] == "fraction" and 2 <= s_lo and s_hi <= 100:  # a percentage where a fraction goes
+            hint = (f"; did you mean {s_hi / 100:.2f}?" if dist.family == "point" else
+                    f"; a fraction, not a percentage: did you mean [{s_lo / 100:.2f}, {s_hi / 100:.2f}]?")
         raise where.error(f"{meaning} must stay in {rng}, but this {dist.family} prior reaches "
                           f"[{s_lo:g}, {s_hi:g}]{hint}", node, name, f"priors.{name}")
     t_lo, t_hi = tail_quantiles(dist)  # what the sampler's table will hold at z = -8 and z = 8

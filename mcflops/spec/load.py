@@ -19,7 +19,9 @@ from mcflops.priors.dist import tail_quantiles
 from mcflops.spec.correlations import correlations_block
 from mcflops.spec.fields import Fields
 from mcflops.spec.inputs import fill_defaults, parse_priors, resolve_recipes
+from mcflops.spec import recipes
 from mcflops.spec.machine import params_from_architecture, parse_architecture, parse_hardware
+from mcflops.spec.notes import spec_notes
 from mcflops.spec.observe import parse_observations
 from mcflops.spec.options import plan_block, sensitivity_block
 from mcflops.spec.reader import read_yaml
@@ -87,10 +89,11 @@ def _build(data: Mapping, where: Fields) -> Spec:
     params_from_architecture(where, data, arch, priors)
     hardware = parse_hardware(where, data, priors)
     resolve_recipes(where, data, priors, hardware)
-    fill_defaults(priors, hardware, flops)
+    fill_defaults(priors, hardware, flops, calibrated=recipes.is_derived(data["priors"].get("mfu")))
 
     spec = Spec(name=name, description=description, seed=seed, samples=samples, hardware=hardware, flops=flops,
-                architecture=arch, priors=priors, observe={}, path=where.path)
+                architecture=arch, priors=priors, observe={}, path=where.path,
+                notes=spec_notes(priors, hardware.accelerator, hardware.precision))
     _check_output_range(where, spec, data)
     observe = parse_observations(where, data, spec) if "observe" in data else {}
     return Spec(**{**spec.__dict__, "observe": observe,

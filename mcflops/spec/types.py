@@ -160,6 +160,9 @@ class Spec:
     # priors re-solvable at another accelerator count (name -> an object with .at(count) -> Dist and
     # .notes(count) -> list[str], e.g. priors.goodput.Failures); what the planning questions re-solve
     count_dependent: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # what the file leaves to the defaults and the priors that look like mistakes (mcflops.spec.notes), one line
+    # each: computed at load, shown after the tables, in summary.json's notes and in the report's assumptions
+    notes: tuple[str, ...] = ()
 
     @property
     def outputs(self) -> tuple[str, ...]:
