@@ -9,8 +9,8 @@ H_i = 6 N_i D_i / (P_i u_i 3600) (Kaplan et al. 2020 for 6ND; PaLM App. B for MF
     log H_i    ~ Normal(log(6 N_i D_i / (P_i 3600)) - log u_i - delta [kind_i = throughput], sigma[kind_i])
     upper_bound figures: P(log H_true <= log H_i) (a one-sided, censored likelihood)
 
-- covariates x_i (mcflops/priors/calibrated.py): log10(N / 1e10), log2(P / 312 TFLOP/s), their product
-  (a small model leaves a fast chip idle more: Llama 3 8B on H100 is at 0.14), and MoE;
+- covariates x_i (mcflops/priors/calibrated.py), chosen by the grouped validation (calibration.select):
+  MoE by default; log10(N / 1e10), log2(P / 312 TFLOP/s) and their product are candidates;
 - a_org ~ N(0, tau_org), a_acc ~ N(0, tau_acc): partial pooling over organisations and accelerator
   families (H100 and H800 are one family); an unseen org or family is a new draw from the population;
 - heavy tails (``Config.run_df``): the same location and scale under a Student-t likelihood, and a
@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mcflops.calibration.runs import KINDS, Runs, load_runs
-from mcflops.priors import calibrated as derived
 
 # Prior scale (half-normal, log hours) of each kind's noise: what a figure of that kind is worth.
 SIGMA_REPORTED = 0.02  # fixed: a stated figure (3-4 significant digits); its scope questions are part of
@@ -55,7 +54,9 @@ THROUGHPUT_SCALE = 0.15  # half-normal: throughput figures miss ~0-25% downtime
 class Config:
     """Model structure (static) and sampler sizes."""
 
-    covariates: tuple[str, ...] = derived.COVARIATES
+    # the grouped validation's choice among calibration.select's candidates: size, peak and their product
+    # fitted the held-out organisations and generations worse than the partially pooled effects alone
+    covariates: tuple[str, ...] = ("moe",)
     org_effect: bool = True
     acc_effect: bool = True
     chains: int = 4

@@ -20,6 +20,8 @@ SPLITS = ("loo", "org", "generation", "time")
 LABELS = {"loo": "leave one run out", "org": "leave one organisation out",
           "generation": "leave one accelerator generation out", "time": f"time split (fit before {TIME_CUT[:4]})"}
 
+SHORT = {"loo": "one run out", "org": "organisation out", "generation": "generation out", "time": "time split"}
+
 
 @dataclass(frozen=True)
 class Fold:

@@ -219,15 +219,16 @@ def show_validation(con, data: dict[str, Any]) -> None:
     from rich.table import Table
 
     from mcflops.calibration.baselines import LABELS
+    from mcflops.calibration.splits import SHORT
 
-    names = {"model": "the model", **LABELS}
+    names = {"model": "the model", **{k: v.replace("one constant per generation", "per generation") for k, v in LABELS.items()}}
     con.print()
     t = Table(title="Validation: each held-out run's published hours against its predictive", title_justify="left",
               header_style="bold")
     for c in ("split", "predictor", "runs", "50% cov.", "90% cov.", "med. |log err|", "med. p95/p5", "CRPS",
               "log score"):
         t.add_column(c, justify="left" if c in ("split", "predictor") else "right")
-    labels = {s["name"]: s["label"] for s in data["validation"]["splits"]}
+    labels = {s["name"]: SHORT.get(s["name"], s["label"]) for s in data["validation"]["splits"]}
     for r in data["validation_table"]:
         ls = "-inf" if r["log_score"] is None else f"{r['log_score']:+.2f}"
         bold = r["model"] == "model"

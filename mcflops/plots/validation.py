@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from mcflops.calibration.splits import SHORT
 from mcflops.plots import style
 
 BASELINE_COLOUR = style.PRIOR
@@ -48,10 +49,10 @@ def intervals(validation: Mapping[str, Any], path) -> str:
         ax.set_yticks(np.arange(len(ids)))
         ax.set_yticklabels(ids if ax is axes[0][0] else [], fontsize=6.5)
         ax.set_ylim(-0.8, len(ids) - 0.4)
-        ax.set_title(s["label"], fontsize=8)
+        ax.set_title(SHORT.get(s["name"], s["name"]), fontsize=8)
         ax.set_xlabel("predicted / published", fontsize=8)
-    fig.suptitle("Held-out runs: the model's 50% and 90% intervals (red: the 90% covers the published figure; "
-                 "black: it misses), the constant baseline's 90% in grey", fontsize=8)
+    fig.suptitle("Held-out runs: the model's 50% and 90% intervals (red: the 90% covers the published figure;\n"
+                 "black: it misses); the constant baseline's 90% in grey", fontsize=8)
     return style.save(fig, path)
 
 
@@ -74,7 +75,7 @@ def pit_histogram(validation: Mapping[str, Any], path, bins: int = 5) -> str:
         ax.bar(mid + w / 2, hb, width=w, color=BASELINE_COLOUR, label="constant")
         ax.axhline(1.0, color=style.OBSERVED, lw=0.8)
         ax.set_xlim(0, 1)
-        ax.set_title(s["label"], fontsize=8)
+        ax.set_title(SHORT.get(s["name"], s["name"]), fontsize=8)
         ax.set_xlabel("PIT = F(published)", fontsize=8)
     axes[0][0].set_ylabel("density")
     axes[0][0].legend(fontsize=7, loc="upper center")

@@ -108,9 +108,9 @@ def test_shipped_fit_matches_the_data_and_the_code():
     assert fit["data_sha256"] == hashlib.sha256(cal.data_text().encode()).hexdigest()
     assert fit["runs"] == list(runs.ids) and fit["orgs"] == list(runs.org_names)
     assert fit["families"] == list(runs.family_names) and fit["kinds"] == list(cal.KINDS)
-    assert tuple(fit["covariates"]) == derived.COVARIATES
+    assert tuple(fit["covariates"]) == cal.Config().covariates
     s = len(fit["draws"]["alpha"])
-    assert s >= 400 and np.shape(fit["draws"]["beta"]) == (s, len(derived.COVARIATES))
+    assert s >= 400 and np.shape(fit["draws"]["beta"]) == (s, len(cal.Config().covariates))
     assert fit["diagnostics"]["max_r_hat"] < 1.05 and fit["diagnostics"]["divergences"] < 0.01 * s * 4
     loo = fit["loo"]
     assert loo["runs"] == 20 and loo["coverage_90"] >= 0.85
