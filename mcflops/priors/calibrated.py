@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mcflops.errors import SpecError
+from mcflops.numbers import format_number
 
 # Accelerator families: parts with the same compute die share a partially pooled effect.
 FAMILY = {"h100-sxm": "hopper", "h100-pcie": "hopper", "h800": "hopper", "h200": "hopper",
@@ -174,8 +175,9 @@ def calibrated_prior(fit: Mapping[str, Any], params: float, acc_id: str, moe: bo
     if fam not in fit["families"]:
         notes.append(f"no published run on {acc_id} ({fam}): the population spread of families applies"
                      + (", its peak held inside the data's range" if "peak_range" in fit
+                        and any("peak" in c for c in fit["covariates"])
                         and not fit["peak_range"][0] <= peak16(acc_id) <= fit["peak_range"][1] else ""))
-    who = f"{org + ', ' if org else ''}{acc_id}, N {params:.4g}, {'MoE' if moe else 'dense'}"
+    who = f"{org + ', ' if org else ''}{acc_id}, N {format_number(params)}, {'MoE' if moe else 'dense'}"
     text = (f"{LABEL}: median {p50:.3f}, 90% interval [{p5:.3f}, {p95:.3f}], calibrated on {fit['n_runs']} "
             f"published runs (a run like this: {who}{'; ' + '; '.join(notes) if notes else ''}; "
             f"mcflops/data/{FIT_FILE}, fit {fit['fit_id']})")
