@@ -35,7 +35,8 @@ def fit_id(cfg: Config, seed: int) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def export(fit: Fit, seed: int, loo_result: Loo | None = None, keep: int = 600) -> dict[str, Any]:
+def export(fit: Fit, seed: int, loo_result: Loo | None = None, keep: int = 600,
+           validation: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The fit as data for mcflops/data/calibration_fit.json: thinned posterior draws and diagnostics."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -51,6 +52,7 @@ def export(fit: Fit, seed: int, loo_result: Loo | None = None, keep: int = 600) 
            "n_runs": int(fit.runs.n), "runs": list(fit.runs.ids),
            "covariates": list(fit.config.covariates), "orgs": list(fit.runs.org_names),
            "families": list(fit.runs.family_names), "kinds": list(KINDS),
+           "peak_range": [min(map(derived.peak16, fit.runs.accelerators)), max(map(derived.peak16, fit.runs.accelerators))],
            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in fit.config.__dict__.items()},
            "diagnostics": {"divergences": fit.divergences,
                            "max_r_hat": max(s["r_hat"] for s in summ.values()),
@@ -58,6 +60,8 @@ def export(fit: Fit, seed: int, loo_result: Loo | None = None, keep: int = 600) 
            "draws": draws}
     if loo_result is not None:
         out["loo"] = loo_result.metrics()
+    if validation is not None:  # the validation table: one row per split and predictor
+        out["validation"] = validation
     return out
 
 

@@ -18,15 +18,23 @@ from mcflops.priors import calibrated as derived
 PROBS = (0.05, 0.5, 0.95)
 
 
-def predict_log_u(fit: Fit, i: int, probs=PROBS, most: int = 1000) -> np.ndarray:
-    """Quantiles of the log utilization run i's published figure would imply, from the fit's draws.
+def log_u_params(fit: Fit, i: int, most: int = 1000) -> tuple[np.ndarray, ...]:
+    """Per-draw (mean, sd, shift, sigma) of the log utilization run i's published figure would imply
+    (see priors.calibrated.log_u_cdf_pdf).
 
     Uses run i's own org and family effects: for a held-out run whose org is in no other run, that
-    effect's posterior is its prior, i.e. a new org drawn from the population.
+    effect's posterior is its prior, i.e. a new org drawn from the population. When no fitted run shares
+    its accelerator family, its peak is held inside the fitted runs' range (the covariates are not
+    extrapolated: the population spread of families applies), as the shipped prior does for a new family.
     """
     d = fit.thinned(most)
     runs, ix = fit.runs, fit.runs.index()
-    x = runs.x(fit.config.covariates)[i]
+    peaks = np.array([derived.peak16(a) for a in runs.accelerators])
+    seen = fit.weights > 0
+    peak = peaks[i]
+    if not np.any(seen & (ix["fam"] == ix["fam"][i])):
+        peak = float(np.clip(peak, peaks[seen].min(), peaks[seen].max()))
+    x = derived.covariates(fit.config.covariates, runs.params[i], peak, runs.moe[i])
     mean = d["alpha"] + d["beta"] @ x
     if "a_org" in d:
         mean = mean + d["a_org"][:, ix["org"][i]]
@@ -35,7 +43,12 @@ def predict_log_u(fit: Fit, i: int, probs=PROBS, most: int = 1000) -> np.ndarray
     kind = runs.kinds[i]
     shift = d["throughput_offset"] if kind == "throughput" else np.zeros_like(mean)
     sigma = d["sigma"][:, KINDS.index(kind)]
-    return derived.log_u_quantiles(mean, d["tau"], shift, sigma, probs)
+    return mean, d["tau"], shift, sigma
+
+
+def predict_log_u(fit: Fit, i: int, probs=PROBS, most: int = 1000) -> np.ndarray:
+    """Quantiles of the log utilization run i's published figure would imply, from the fit's draws."""
+    return derived.log_u_quantiles(*log_u_params(fit, i, most), probs, df=fit.config.run_df)
 
 
 def predict_hours(fit: Fit, i: int, probs=PROBS) -> np.ndarray:
@@ -45,14 +58,19 @@ def predict_hours(fit: Fit, i: int, probs=PROBS) -> np.ndarray:
 
 
 def population_table(fit: Fit) -> list[dict[str, Any]]:
-    """The calibrated prior (p5/p50/p95 of u) for a new org's run at a few sizes on each family."""
+    """The calibrated prior (p5/p50/p95 of u) for a new org's run at a few sizes on each family, and a note
+    where the data have no run on that family."""
+    peaks = [derived.peak16(a) for a in fit.runs.accelerators]
     fitd = {"draws": fit.thinned(1000), "covariates": list(fit.config.covariates),
-            "orgs": [], "families": list(fit.runs.family_names), "kinds": list(KINDS)}
+            "orgs": [], "families": list(fit.runs.family_names), "kinds": list(KINDS),
+            "peak_range": [min(peaks), max(peaks)]}
     rows = []
     for acc in ("a100", "h100-sxm", "tpu-v4", "b200"):
+        fam = derived.accelerator_family(acc)
+        note = "" if fam in fitd["families"] else f"no published run on {acc}: the population spread of families applies"
         for n in (7e9, 70e9, 400e9):
-            q = np.exp(derived.log_u_quantiles(*derived.predictive(fitd, n, acc, False), PROBS))
-            rows.append({"accelerator": acc, "params": n, "p5": q[0], "p50": q[1], "p95": q[2]})
+            q = np.exp(derived.log_u_quantiles(*derived.predictive(fitd, n, acc, False), PROBS, df=fit.config.run_df))
+            rows.append({"accelerator": acc, "params": n, "p5": q[0], "p50": q[1], "p95": q[2], "note": note})
     return rows
 
 

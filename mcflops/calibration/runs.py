@@ -31,6 +31,9 @@ class Runs:
     moe: np.ndarray  # 0/1
     log_hours: np.ndarray  # published accelerator-hours (log)
     log_hours_u1: np.ndarray  # log(6 N D / (P 3600)): the hours at u = 1
+    # the row's ``generation`` (else its accelerator family) and ``published`` month ("YYYY-MM", else None)
+    generations: tuple[str, ...] = ()
+    published: tuple[str | None, ...] = ()
 
     @property
     def n(self) -> int:
@@ -60,7 +63,8 @@ class Runs:
 
 
 def runs_from_records(records: Sequence[dict]) -> Runs:
-    """Runs from mappings with id, org, moe, params_active, tokens, accelerator, hours, hours_kind."""
+    """Runs from mappings with id, org, moe, params_active, tokens, accelerator, hours, hours_kind (and,
+    optionally, ``generation``, default the accelerator's family, and ``published``, "YYYY-MM")."""
     for r in records:
         if r["hours_kind"] not in KINDS:
             raise ValueError(f"run {r['id']}: unknown hours_kind {r['hours_kind']!r} (expected one of {KINDS})")
@@ -72,7 +76,19 @@ def runs_from_records(records: Sequence[dict]) -> Runs:
                 kinds=tuple(str(r["hours_kind"]) for r in records), params=n,
                 moe=np.array([float(bool(r.get("moe", False))) for r in records]),
                 log_hours=np.log([float(r["hours"]) for r in records]),
-                log_hours_u1=np.log(6.0 * n * d / (peak * 3600.0)))  # Kaplan et al. 2020: C = 6ND
+                log_hours_u1=np.log(6.0 * n * d / (peak * 3600.0)),  # Kaplan et al. 2020: C = 6ND
+                generations=tuple(str(r.get("generation") or derived.accelerator_family(r["accelerator"]))
+                                  for r in records),
+                published=tuple(None if r.get("published") is None else _month(r) for r in records))
+
+
+def _month(r: dict) -> str:
+    """A row's ``published`` as "YYYY-MM" (YAML may read 2023-07 as text, a date or a number)."""
+    v = r["published"]
+    text = v.strftime("%Y-%m") if hasattr(v, "strftime") else str(v)
+    if len(text) < 7 or not (text[:4].isdigit() and text[4] == "-" and text[5:7].isdigit()):
+        raise ValueError(f"run {r['id']}: expected published: YYYY-MM, got {v!r}")
+    return text[:7]
 
 
 def data_text() -> str:

@@ -82,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
     ca.add_argument("--chains", type=_positive_int, default=4, help="NUTS chains (default 4)")
     ca.add_argument("--draws", type=_positive_int, default=300, help="warm-up and kept draws per chain (default 300)")
-    ca.add_argument("--no-loo", action="store_true", help="skip the leave-one-out check (one fit only)")
+    ca.add_argument("--no-loo", action="store_true", help="skip the validation (one fit only)")
+    ca.add_argument("--select", action="store_true", help="also compare the candidate models on the grouped "
+                    "validation (leave one organisation / generation out) and mark the one it chooses (slow)")
     ca.add_argument("--write", action="store_true",
                     help="also regenerate the shipped fit, mcflops/data/calibration_fit.json (what calibrated "
                     "priors read)")

@@ -15,11 +15,13 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import json
+import math
 from typing import Any, Mapping
 
 import numpy as np
 
 from mcflops.errors import SpecError
+from mcflops.numbers import format_number
 
 # Accelerator families: parts with the same compute die share a partially pooled effect.
 FAMILY = {"h100-sxm": "hopper", "h100-pcie": "hopper", "h800": "hopper", "h200": "hopper",
@@ -31,6 +33,7 @@ PEAK_REF = 312e12  # log2(peak / 312 TFLOP/s): 0 at the A100, 1.66 at the H100
 COVARIATES = ("log10_params", "log2_peak", "log10_params_x_log2_peak", "moe")
 FIT_SCHEMA = "calibration_fit_v1"
 FIT_FILE = "calibration_fit.json"
+LABEL = "MFU x goodput (effective utilization)"  # what the calibrated prior is, wherever it is shown
 
 
 def accelerator_family(acc_id: str) -> str:
@@ -57,33 +60,57 @@ def covariates(names, params, peak, moe) -> np.ndarray:
     return np.stack([cols[n] for n in names], axis=-1)
 
 
-def log_u_quantiles(mean, sd, shift, sigma, probs, nodes: int | None = None, grid_points: int = 300) -> np.ndarray:
-    """Quantiles of log U, where, per posterior draw s (equal weights),
+def _std_cdf_pdf(z, df):
+    """CDF and density of the standard normal (``df`` None) or Student-t with ``df`` degrees of freedom."""
+    from scipy.special import gammaln, ndtr, stdtr
 
-        log U = log sigmoid(L) + shift_s + sigma_s Z2,   L ~ N(mean_s, sd_s^2),  Z2 ~ N(0, 1).
+    if df is None:
+        return ndtr(z), np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    df = np.asarray(df, float)
+    # Student-t density: Gamma((v+1)/2) / (sqrt(v pi) Gamma(v/2)) (1 + z^2/v)^(-(v+1)/2)
+    logc = gammaln((df + 1) / 2) - gammaln(df / 2) - 0.5 * np.log(df * math.pi)
+    return stdtr(df, z), np.exp(logc - (df + 1) / 2 * np.log1p(z * z / df))
 
-    The CDF is exact in L (P(L <= logit(e^t)) = Phi((logit(e^t) - mean)/sd)) and integrated over Z2 by
-    Gauss-Hermite quadrature (8 nodes while sigma < 0.3 sd, else 48); it is tabulated on a grid of
-    log U (300 points) and inverted. Error against 40 nodes and 5000 points: < 3e-3 in log U (tested).
+
+def log_u_cdf_pdf(mean, sd, shift, sigma, t, df=None, nodes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """CDF and density of log U at the points ``t``, where, per posterior draw s (equal weights),
+
+        log U = log sigmoid(L) + shift_s + sigma_s Z2,   L = mean_s + sd_s T,  Z2 ~ N(0, 1),
+
+    T standard normal (``df`` None) or Student-t. Exact in L: P(log sigmoid(L) <= t) = F((logit(e^t) -
+    mean)/sd), with density F'(.) / (sd (1 - e^t)) (d logit(e^t)/dt = 1/(1 - e^t)); integrated over Z2
+    by Gauss-Hermite quadrature (8 nodes while sigma < 0.3 sd, else 48).
     """
-    from scipy.special import ndtr
-
     m, s, a, g = (np.asarray(x, float)[:, None, None] for x in (mean, sd, shift, sigma))
     if nodes is None:  # the Z2 integrand is smooth on the scale sd / sigma: a wide noise needs more nodes
         nodes = 8 if float(np.max(g / s)) < 0.3 else 48
     z, w = np.polynomial.hermite_e.hermegauss(nodes)
     w = w / w.sum()
+    tt = np.minimum(np.asarray(t, float)[None, None, :] - a - g * z[None, :, None], -1e-12)
+    one_minus = -np.expm1(tt)
+    zl = (tt - np.log(one_minus) - m) / s  # logit(e^t) = t - log(1 - e^t)
+    cdf_l, pdf_l = _std_cdf_pdf(zl, df)
+    n = m.shape[0]
+    cdf = np.einsum("snk,n->k", cdf_l, w) / n
+    pdf = np.einsum("snk,n->k", pdf_l / (s * one_minus), w) / n
+    return np.clip(cdf, 0.0, 1.0), pdf
+
+
+def log_u_quantiles(mean, sd, shift, sigma, probs, nodes: int | None = None, grid_points: int = 300,
+                    df=None) -> np.ndarray:
+    """Quantiles of log U (see log_u_cdf_pdf): its CDF tabulated on a grid of log U (300 points) and
+    inverted. Error against 40 nodes and 5000 points: < 3e-3 in log U (tested)."""
+    m, s, a, g = (np.asarray(x, float) for x in (mean, sd, shift, sigma))
 
     def log_sig(x):
         return -np.logaddexp(0.0, -x)
 
-    lo = float(np.min(log_sig(m - 8 * s) + a - 8 * g))
-    hi = float(min(np.max(log_sig(m + 8 * s) + a + 8 * g), -1e-12))
+    wide = 8.0 if df is None else 8.0 * max(1.0, 4.0 / max(float(np.min(df)), 0.5))  # heavier tails reach further
+    lo = float(np.min(log_sig(m - wide * s) + a - 8 * g))
+    hi = float(min(np.max(log_sig(m + wide * s) + a + 8 * g), -1e-12))
     grid = np.linspace(lo, hi, grid_points)
-    t = np.minimum(grid[None, None, :] - a - g * z[None, :, None], -1e-12)  # event: log sigmoid(L) <= t
-    cdf_l = ndtr((t - np.log(-np.expm1(t)) - m) / s)  # logit(e^t) = t - log(1 - e^t); t >= 0 -> ~1
-    cdf = np.einsum("snk,n->k", cdf_l, w) / m.shape[0]
-    cdf = np.maximum.accumulate(np.clip(cdf, 0.0, 1.0))
+    cdf, _ = log_u_cdf_pdf(m, s, a, g, grid, df, nodes)
+    cdf = np.maximum.accumulate(cdf)
     return np.interp(np.asarray(probs, float), cdf, grid)
 
 
@@ -104,13 +131,18 @@ def load_fit() -> dict[str, Any]:
 
 def predictive(fit: Mapping[str, Any], params: float, acc_id: str, moe: bool, org: str | None = None,
                kind: str = "reported") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per-draw (mean, sd, shift, sigma) of the predictive of log u for a new run (see log_u_quantiles).
+    """Per-draw (mean, sd, shift, sigma) of the predictive of log u for a new run (see log_u_cdf_pdf).
 
     A known org or accelerator family uses its posterior effect; an unknown one is a new draw from
-    the population (its variance tau_org^2 or tau_acc^2 is added). ``kind`` picks the reporting noise.
+    the population (its variance tau_org^2 or tau_acc^2 is added). For a family not in the data the peak
+    is held inside the data's range of peaks (the fit's ``peak_range``): the covariates are not
+    extrapolated beyond the chips the model saw. ``kind`` picks the reporting noise.
     """
     d = {k: np.asarray(v, float) for k, v in fit["draws"].items()}
-    x = covariates(fit["covariates"], params, peak16(acc_id), moe)
+    peak = peak16(acc_id)
+    if accelerator_family(acc_id) not in fit["families"] and "peak_range" in fit:
+        peak = float(np.clip(peak, *fit["peak_range"]))
+    x = covariates(fit["covariates"], params, peak, moe)
     mean = d["alpha"] + d["beta"] @ x
     var = d["tau"] ** 2
     for effect, name, names in (("a_org", org, fit["orgs"]), ("a_acc", accelerator_family(acc_id), fit["families"])):
@@ -125,3 +157,47 @@ def predictive(fit: Mapping[str, Any], params: float, acc_id: str, moe: bool, or
     return mean, np.sqrt(var), shift, sigma
 
 
+def calibrated_prior(fit: Mapping[str, Any], params: float, acc_id: str, moe: bool, org: str | None,
+                     probs) -> tuple[np.ndarray, str]:
+    """The prior's values of u at ``probs`` and its description: what it is (MFU x goodput), its median and
+    90% interval, how many published runs it is calibrated on, and what of this run the data have not seen."""
+    probs = np.asarray(probs, float)
+    pred = predictive(fit, params, acc_id, moe, org)
+    q = log_u_quantiles(*pred, np.concatenate([probs, [0.05, 0.5, 0.95]]), df=fit.get("config", {}).get("run_df"))
+    u = np.minimum(np.exp(q[:-3]), 1.0 - 1e-9)
+    p5, p50, p95 = np.exp(q[-3:])
+    fam = accelerator_family(acc_id)
+    notes = []
+    if org and org not in fit["orgs"]:
+        notes.append(f"no published run by {org}: the population spread of organisations applies")
+    elif not org:
+        notes.append("no organisation given: the population spread of organisations applies")
+    if fam not in fit["families"]:
+        notes.append(f"no published run on {acc_id} ({fam}): the population spread of families applies"
+                     + (", its peak held inside the data's range" if "peak_range" in fit
+                        and any("peak" in c for c in fit["covariates"])
+                        and not fit["peak_range"][0] <= peak16(acc_id) <= fit["peak_range"][1] else ""))
+    who = f"{org + ', ' if org else ''}{acc_id}, N {format_number(params)}, {'MoE' if moe else 'dense'}"
+    text = (f"{LABEL}: median {p50:.3f}, 90% interval [{p5:.3f}, {p95:.3f}], calibrated on {fit['n_runs']} "
+            f"published runs (a run like this: {who}{'; ' + '; '.join(notes) if notes else ''}; "
+            f"mcflops/data/{FIT_FILE}, fit {fit['fit_id']})")
+    return u, text
+
+
+def describe(d) -> str | None:
+    """The short form of a calibrated prior (a Dist whose source this module wrote): 'MFU x goodput
+    (effective utilization): median 0.33, 90% [0.21, 0.47], calibrated on 20 published runs'; None for
+    any other prior. Read from the prior's quantile table, not its source text."""
+    src = getattr(d, "source", None) or ""
+    if LABEL not in src or d.family != "mixture":
+        return None
+    lo = np.array([c.params["low"] for c in d.components])
+    hi = np.array([c.params["high"] for c in d.components])
+    cum = np.concatenate([[0.0], np.cumsum(d.weights)])
+    knots = np.concatenate([lo[:1], hi])
+
+    def q(p: float) -> float:  # the table's CDF is linear between knots
+        return float(np.interp(p, cum, knots))
+
+    n = src.split("calibrated on ", 1)[1].split(" ", 1)[0] if "calibrated on " in src else "?"
+    return f"{LABEL}: median {q(0.5):.3f}, 90% [{q(0.05):.3f}, {q(0.95):.3f}], calibrated on {n} published runs"

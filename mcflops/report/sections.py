@@ -13,6 +13,7 @@ from typing import Mapping
 from mcflops import chain
 from mcflops.numbers import format_number
 from mcflops.spec import INPUTS
+from mcflops.priors import calibrated
 from mcflops.report.blocks import HEADLINE_FIGURE, IMPLIED, B, Box, C, Fig, Items, P, Section, Sub, Table, _accelerator, _and, _count, failed_checks, headline_caption, observes, fmt, interval, label, median_ci, missing, num, ordinal, posterior_warning, stat
 
 # ---- headline ------------------------------------------------------------------------------------
@@ -217,7 +218,9 @@ def assumptions(run) -> Section:
     for name, d in spec.priors.items():
         st = stat(prior, name)
         ci = "fixed" if d.family == "point" else interval(name, st.get("p5"), st.get("p95")) if st else "n/a"
-        rows.append([[C(name)], INPUTS.get(name, ("", "", "", ""))[3], d.describe(), ci, d.source or "none given"])
+        short = calibrated.describe(d)  # a calibrated prior: what it is and its interval, not its quantile table
+        meaning = calibrated.LABEL if short else INPUTS.get(name, ("", "", "", ""))[3]
+        rows.append([[C(name)], meaning, short or d.describe(), ci, d.source or "none given"])
     sec.blocks.append(Table(["input", "meaning", "prior", "90% interval", "source"], rows, num=frozenset({3}),
                             src=frozenset({4}), caption="Every prior, with its distribution and its source.",
                             stack=True))

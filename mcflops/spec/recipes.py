@@ -10,10 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-import numpy as np
-
 from mcflops.numbers import parse_number
-from mcflops.priors.calibrated import FIT_FILE, accelerator_family, load_fit, log_u_quantiles, predictive
+from mcflops.priors.calibrated import calibrated_prior, load_fit
 from mcflops.priors.dist import Dist
 from mcflops.priors.goodput import FAILURE_KEYS, UNCERTAIN_OK, Failures
 from mcflops.priors.table import KNOT_PROBS, table_dist
@@ -82,17 +80,7 @@ def _calibrated(here: Fields, node: Mapping, priors: Mapping, hardware, data: Ma
         arch = data.get("architecture")
         moe = bool(isinstance(arch, Mapping) and arch.get("experts"))
 
-    fit = load_fit()
-    mean, sd, shift, sigma = predictive(fit, params, hardware.accelerator, moe, org)
-    q = log_u_quantiles(mean, sd, shift, sigma, KNOT_PROBS)
-    u = np.minimum(np.exp(q), 1.0 - 1e-9)
-    fam = accelerator_family(hardware.accelerator)
-    who = f"org {org}" if org in fit["orgs"] else (f"new org ({org} is not in the data)" if org else "a new org")
-    i5, i50, i95 = (int(np.argmin(abs(KNOT_PROBS - x))) for x in (0.05, 0.5, 0.95))
-    s = (f"calibrated effective utilization (MFU x goodput) for a run like this: {who}, {hardware.accelerator} "
-         f"({fam}{'' if fam in fit['families'] else ', a family not in the data'}), N {params:.4g}, "
-         f"{'MoE' if moe else 'dense'}; posterior predictive of the model fitted to {fit['n_runs']} published "
-         f"runs (mcflops/data/{FIT_FILE}, {fit['fit_id']}): p5/p50/p95 {u[i5]:.3f}/{u[i50]:.3f}/{u[i95]:.3f}")
+    u, s = calibrated_prior(load_fit(), params, hardware.accelerator, moe, org, KNOT_PROBS)
     return table_dist(KNOT_PROBS, u, source=f"{source} | {s}" if source else s)
 
 

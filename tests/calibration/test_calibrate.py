@@ -110,9 +110,9 @@ def test_shipped_fit_matches_the_data_and_the_code():
     assert fit["data_sha256"] == hashlib.sha256(cal.data_text().encode()).hexdigest()
     assert fit["runs"] == list(runs.ids) and fit["orgs"] == list(runs.org_names)
     assert fit["families"] == list(runs.family_names) and fit["kinds"] == list(cal.KINDS)
-    assert tuple(fit["covariates"]) == derived.COVARIATES
+    assert tuple(fit["covariates"]) == cal.Config().covariates
     s = len(fit["draws"]["alpha"])
-    assert s >= 400 and np.shape(fit["draws"]["beta"]) == (s, len(derived.COVARIATES))
+    assert s >= 400 and np.shape(fit["draws"]["beta"]) == (s, len(cal.Config().covariates))
     assert fit["diagnostics"]["max_r_hat"] < 1.05 and fit["diagnostics"]["divergences"] < 0.01 * s * 4
     loo = fit["loo"]
     assert loo["runs"] == 20 and loo["coverage_90"] >= 0.85
@@ -145,7 +145,7 @@ def test_calibrated_prior_is_the_predictive_of_the_shipped_draws():
     log_u = -np.logaddexp(0.0, -logit) + dr["sigma"][i, 0] * rng.standard_normal(n)
     probs = [0.05, 0.5, 0.95]
     np.testing.assert_allclose(np.log(scipy_dist(d).ppf(probs)), np.quantile(log_u, probs), atol=6e-3)
-    assert "calibrated effective utilization" in d.source and "org Meta" in d.source
+    assert derived.LABEL in d.source and "Meta, h100-sxm" in d.source and "calibrated on 20 published runs" in d.source
 
 
 def test_new_org_and_new_accelerator_family_widen_the_prior():
@@ -228,8 +228,7 @@ def test_cli_writes_json_figure_and_fit(tmp_path, monkeypatch, capsys):
             "max_r_hat": 1.0, "min_ess": 500.0,
             "posterior": {"a_acc[hopper]": {"mean": 0.1, "sd": 0.1, "p5": 0, "p95": 0.2, "r_hat": 1.0, "ess": 400}},
             "population": [{"accelerator": "a100", "params": 7e9, "p5": 0.2, "p50": 0.3, "p95": 0.4}],
-            "loo": {**metrics, "rows": [row], "targets": {k: {"target": "x", "met": True}
-                                                          for k in calibrate_command.TARGETS}}}
+            "loo": {**metrics, "rows": [row], "targets": {"coverage_90": {"target": "x", "met": True}}}}
 
     def fake(args):  # calibration.png is drawn from data["loo"]
         return data, {"schema": "calibration_fit_v1"}
@@ -240,6 +239,8 @@ def test_cli_writes_json_figure_and_fit(tmp_path, monkeypatch, capsys):
     assert json.loads((tmp_path / "out" / "calibration.json").read_text())["loo"]["coverage_90"] == 1.0
     assert (tmp_path / "out" / "calibration.png").stat().st_size > 10_000
     assert json.loads((tmp_path / "fit.json").read_text())["schema"] == "calibration_fit_v1"
+    assert "MFU x goodput" in (tmp_path / "out" / "report.md").read_text()
+    assert (tmp_path / "out" / "report.html").read_text().startswith("<!DOCTYPE html>")
     out = capsys.readouterr().out
-    assert "a_acc[hopper]" in out and "coverage of the 90% intervals: 100%" in out
+    assert "a_acc[hopper]" in out and "calibrated on 1 published runs" in out
     assert cli.main(["calibrate", "--draws", "10"]) == 2

@@ -1,0 +1,194 @@
+"""The calibration's validation (mcflops/calibration/splits.py, baselines.py, scores.py): the splits hold out
+what they claim, the baselines are the hand computations their docstrings state, and the scores agree with
+closed forms and scipy."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from mcflops import calibration as cal
+from mcflops.calibration import baselines as base
+from mcflops.calibration.scores import Scored, aggregate, score
+from mcflops.calibration.validate import hours_predictive
+from mcflops.priors import calibrated as derived
+
+TOY = [  # id, org, accelerator, generation, published, implied u
+    ("a", "Meta", "a100", None, "2021-06", 0.40), ("b", "Meta", "a100", None, "2022-03", 0.45),
+    ("c", "Meta", "h100-sxm", None, "2024-07", 0.38), ("d", "Google", "tpu-v4", None, "2022-04", 0.46),
+    ("e", "Google", "tpu-v4", None, "2023-05", 0.30), ("f", "Other", "v100", None, "2020-05", 0.20),
+    ("g", "Other", "h800", "hopper-x", "2024-12", 0.25)]
+
+
+def _toy(published=True, gen=True):
+    recs = []
+    for rid, org, acc, g, pub, u in TOY:
+        n, d = 1e10, 1e12
+        hours = 6 * n * d / (derived.peak16(acc) * 3600 * u)
+        r = {"id": rid, "org": org, "moe": False, "params_active": n, "tokens": d, "accelerator": acc,
+             "hours": hours, "hours_kind": "reported"}
+        if published:
+            r["published"] = pub
+        if gen and g:
+            r["generation"] = g
+        recs.append(r)
+    return cal.runs_from_records(recs)
+
+
+def _split(runs, name):
+    return cal.make_splits(runs, (name,))[0]
+
+
+@pytest.mark.parametrize("name, key", [("org", "orgs"), ("generation", "generations")])
+def test_grouped_splits_hold_a_whole_group_out(name, key):
+    """Every run of the held-out group has weight 0 in its fold, every other run weight 1; the folds partition
+    the runs."""
+    runs = _toy()
+    s = _split(runs, name)
+    groups = getattr(runs, key)
+    w = s.weights(runs.n)
+    assert sorted(i for f in s.folds for i in f.held_out) == list(range(runs.n))
+    for f, fold in enumerate(s.folds):
+        for i in range(runs.n):
+            assert w[f, i] == (0.0 if groups[i] == fold.label else 1.0)
+        assert all(groups[i] == fold.label for i in fold.held_out)
+    assert len(s.folds) == len(set(groups))
+
+
+def test_generation_is_the_field_else_the_accelerator_family():
+    runs = _toy()
+    assert runs.generations == ("ampere", "ampere", "hopper", "tpu-v4", "tpu-v4", "volta", "hopper-x")
+    assert _toy(gen=False).generations[-1] == "hopper"  # h800 and h100 share the hopper family
+
+
+def test_time_split_fits_on_the_earlier_runs_and_is_skipped_without_dates():
+    runs = _toy()
+    s = _split(runs, "time")
+    (fold,) = s.folds
+    assert [runs.ids[i] for i in fold.held_out] == ["c", "e", "g"]
+    w = s.weights(runs.n)[0]
+    assert all((w[i] == 1.0) == (runs.published[i] < "2023-01") for i in range(runs.n))
+    skipped = _split(_toy(published=False), "time")
+    assert skipped.folds == () and "published" in skipped.skipped
+
+
+def test_published_must_be_a_month():
+    recs = [{"id": "x", "org": "o", "params_active": 1e9, "tokens": 1e11, "accelerator": "a100", "hours": 1e4,
+             "hours_kind": "reported", "published": "July 2023"}]
+    with pytest.raises(ValueError, match="YYYY-MM"):
+        cal.runs_from_records(recs)
+
+
+def test_loo_holds_one_run_out():
+    runs = _toy()
+    w = _split(runs, "loo").weights(runs.n)
+    np.testing.assert_array_equal(w, 1.0 - np.eye(runs.n))
+
+
+def _hours_quantile(runs, i, pred, p):
+    return float(np.exp(hours_predictive(runs.log_hours_u1[i], pred).quantile(p)))
+
+
+def test_constant_baseline_is_the_classical_prediction_interval():
+    """Fitted on the runs other than 'g': logit u ~ m + s sqrt(1 + 1/n) t(n - 1); hours' p-quantile is u's
+    (1 - p)-quantile."""
+    runs = _toy()
+    w = np.ones(runs.n)
+    w[6] = 0
+    u = np.array([t[5] for t in TOY[:6]])
+    z = np.log(u / (1 - u))
+    m, s, n = z.mean(), z.std(ddof=1), 6
+    pred = base.fit_baselines(runs, w)["constant"](6)
+    for p in (0.05, 0.5, 0.95):
+        uq = 1 / (1 + math.exp(-(m + s * math.sqrt(1 + 1 / n) * stats.t.ppf(1 - p, n - 1))))
+        want = 6e22 / (derived.peak16("h800") * 3600 * uq)
+        assert _hours_quantile(runs, 6, pred, p) == pytest.approx(want, rel=2e-3)
+
+
+def test_generation_baseline_pools_the_within_generation_sd():
+    """Generation means, the pooled sd over n - G degrees of freedom; an unseen generation gets the constant."""
+    runs = _toy()
+    w = np.ones(runs.n)
+    w[[4, 6]] = 0  # fit on a, b (ampere), c (hopper), d (tpu-v4), f (volta)
+    fitted = base.fit_baselines(runs, w)
+    u = {k: t[5] for k, t in zip("abcdefg", TOY)}
+    z = {k: math.log(v / (1 - v)) for k, v in u.items()}
+    amp = (z["a"] + z["b"]) / 2
+    ss = (z["a"] - amp) ** 2 + (z["b"] - amp) ** 2  # the other generations have one run: no spread
+    sp = math.sqrt(ss / (5 - 4))
+    uq = 1 / (1 + math.exp(-(z["d"] + sp * math.sqrt(2) * stats.t.ppf(0.5, 1))))  # tpu-v4: d alone
+    assert _hours_quantile(runs, 4, fitted["generation"](4), 0.5) == pytest.approx(
+        6e22 / (derived.peak16("tpu-v4") * 3600 * uq), rel=2e-3)
+    for p in (0.05, 0.95):
+        uq = 1 / (1 + math.exp(-(z["d"] + sp * math.sqrt(2) * stats.t.ppf(1 - p, 1))))
+        assert _hours_quantile(runs, 4, fitted["generation"](4), p) == pytest.approx(
+            6e22 / (derived.peak16("tpu-v4") * 3600 * uq), rel=5e-3)
+    unseen, const = fitted["generation"](6), fitted["constant"](6)
+    assert _hours_quantile(runs, 6, unseen, 0.2) == _hours_quantile(runs, 6, const, 0.2)
+
+
+def test_rule_is_uniform_mfu_between_30_and_40_percent():
+    runs = _toy()
+    pred = base.fit_baselines(runs, np.ones(runs.n))["rule"](0)
+    c = 6e22 / (derived.peak16("a100") * 3600)
+    for p in (0.05, 0.5, 0.95):
+        assert _hours_quantile(runs, 0, pred, p) == pytest.approx(c / (0.3 + 0.1 * (1 - p)), rel=1e-3)
+    ph = hours_predictive(runs.log_hours_u1[0], pred)
+    assert ph.log_score(math.log(c / 0.2)) == -math.inf  # u = 0.2 is outside the rule's support
+
+
+@pytest.mark.parametrize("mu, sd, y", [(0.0, 1.0, 0.3), (2.0, 0.2, 1.5), (-1.0, 0.5, 0.4)])
+def test_grid_crps_and_log_score_of_a_normal(mu, sd, y):
+    """CRPS on the grid against the closed form (Gneiting & Raftery 2007, eq. 21 ff.) and scipy's quadrature
+    of (F - 1{x >= y})^2; the log score against scipy's logpdf."""
+    x = np.linspace(mu - 10 * sd, mu + 10 * sd, 4001)
+    p = cal.Predictive(x, stats.norm.cdf(x, mu, sd), stats.norm.pdf(x, mu, sd))
+    quad = (integrate.quad(lambda t: stats.norm.cdf(t, mu, sd) ** 2, -np.inf, y)[0]
+            + integrate.quad(lambda t: stats.norm.sf(t, mu, sd) ** 2, y, np.inf)[0])
+    assert p.crps(y) == pytest.approx(cal.crps_normal(mu, sd, y), rel=1e-4)
+    assert cal.crps_normal(mu, sd, y) == pytest.approx(quad, rel=1e-6)
+    assert p.log_score(y) == pytest.approx(stats.norm.logpdf(y, mu, sd), abs=1e-5)
+    assert p.pit(y) == pytest.approx(stats.norm.cdf(y, mu, sd), abs=1e-6)
+    assert p.crps(mu + 20 * sd) == pytest.approx(cal.crps_normal(mu, sd, mu + 20 * sd), rel=1e-4)  # off the grid
+
+
+def test_log_u_cdf_and_density_against_scipy():
+    """sigma = 0: P(log sigmoid(L) <= t) = F_T((logit(e^t) - m) / s), density by the change of variables; and
+    the density is the CDF's derivative also with the reporting noise on."""
+    t = np.linspace(-2.5, -0.3, 50)
+    m, s = np.array([-0.4]), np.array([0.5])
+    zero = np.zeros(1)
+    for df in (None, 4.0):
+        cdf, pdf = derived.log_u_cdf_pdf(m, s, zero, zero, t, df=df)
+        z = (t - np.log(-np.expm1(t)) - m[0]) / s[0]
+        dist = stats.norm if df is None else stats.t(df)
+        np.testing.assert_allclose(cdf, dist.cdf(z), atol=1e-10)
+        np.testing.assert_allclose(pdf, dist.pdf(z) / (s[0] * -np.expm1(t)), rtol=1e-8)
+    tt = np.linspace(-3, -0.05, 3001)
+    cdf, pdf = derived.log_u_cdf_pdf(np.array([-0.4, 0.2]), np.array([0.3, 0.2]), zero.repeat(2),
+                                     np.array([0.2, 0.1]), tt)
+    np.testing.assert_allclose(np.gradient(cdf, tt)[5:-5], pdf[5:-5], atol=2e-3)
+
+
+def test_aggregate_counts_coverage_and_medians():
+    rows = [Scored("r", "f", "reported", 100.0, 50, 80, 100 * math.exp(0.1), 120, 200, 0.5, -1.0, 0.1),
+            Scored("s", "f", "reported", 100.0, 101, 110, 100 * math.exp(0.3), 150, 300, 0.01, -3.0, 0.3),
+            Scored("t", "f", "reported", 100.0, 20, 30, 100 * math.exp(-0.2), 90, 99, 0.99, -math.inf, 0.2)]
+    a = aggregate(rows)
+    assert a["coverage_90"] == pytest.approx(1 / 3) and a["coverage_50"] == pytest.approx(1 / 3)
+    assert a["median_abs_log_error"] == pytest.approx(0.2)
+    assert a["median_p95_over_p5"] == pytest.approx(4.0)
+    assert a["crps"] == pytest.approx(0.2) and a["log_score"] is None and a["outside_support"] == 1
+    x = np.linspace(-5, 5, 2001)
+    sc = score("r", "f", "reported", 0.0, cal.Predictive(x, stats.norm.cdf(x), stats.norm.pdf(x)))
+    assert sc.p5 == pytest.approx(math.exp(-1.6448536), rel=1e-4) and sc.covered_90 and sc.covered_50
+
+
+def test_a_skipped_split_fits_nothing():
+    import jax
+
+    runs = _toy(published=False)
+    v = cal.validate(jax.random.key(0), runs, cal.Config(chains=1, warmup=10, draws=10), ("time",))
+    assert v.splits[0].split.skipped and v.table() == []
+    assert "skipped" in v.to_dict()["splits"][0]
