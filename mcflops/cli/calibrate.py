@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mcflops.cli import figures, write
+from mcflops import output
+from mcflops.output import figures
 from mcflops.cli.progress import status
 from mcflops.cli.session import primary, setup_jax
 from mcflops.errors import SpecError
@@ -25,10 +26,10 @@ def command(args) -> int:
     if not primary():
         return 0
     out = Path(args.out)
-    write.write_outputs(out, "calibration.json", data, figures.calibration(data))
+    output.write_outputs(out, "calibration.json", data, figures.calibration(data))
     if export is not None:
         target = fit_path()
-        write.write_fit(target, export, where=out)
+        output.write_fit(target, export, where=out)
         data["wrote_fit"] = str(target)
     data["out"] = str(out)
     if args.json:

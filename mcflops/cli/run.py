@@ -1,5 +1,5 @@
 """`mcflops run` and `mcflops sample`: a prior file through api.run, then the summary printed (tables,
-or --json) and, for `run`, the run folder written (write.write_run)."""
+or --json) and, for `run`, the run folder written (output.write_run)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from mcflops import chain as napkin
-from mcflops.cli import write
+from mcflops import output
 from mcflops.cli.progress import progress
-from mcflops.cli.session import primary, setup_jax
+from mcflops.cli.session import claim_out, primary, setup_jax
+from mcflops.cli.signals import check_interrupt
 from mcflops.numbers import format_number as fmt
 from mcflops.spec import INPUTS, OUTPUTS, load_spec
 
@@ -18,7 +19,7 @@ from mcflops.spec import INPUTS, OUTPUTS, load_spec
 def command(args) -> int:
     spec = load_spec(args.file)
     if args.command == "run":  # refuse a bad --out before sampling, not after
-        write.check_out(Path(args.out) if args.out else Path("reports") / spec.name)
+        claim_out(Path(args.out) if args.out else Path("reports") / spec.name)
     setup_jax()
     from mcflops import api
 
@@ -31,7 +32,7 @@ def command(args) -> int:
         return 0
     if args.command == "run":
         out = Path(args.out) if args.out else Path("reports") / spec.name
-        write.write_run(out, res, data)
+        output.write_run(out, res, data, check=check_interrupt)
         data["out"] = str(out)
     if args.json:
         print(json.dumps(data, indent=2))

@@ -58,16 +58,18 @@ def analysis_command(args, compute, json_name: str, figures_of, show) -> int:
     import json
     from pathlib import Path
 
-    from mcflops.cli import write
+    from mcflops import output
     from mcflops.cli.progress import progress
+    from mcflops.cli.signals import check_interrupt
 
     setup_jax()
     with progress(args.quiet or args.json) as bar:
         data = compute(args, bar)
     if not primary():
         return 0
+    check_interrupt()  # a signal during the last stage: nothing written
     if args.out:
-        write.write_outputs(Path(args.out), json_name, data, figures_of(data), where=str(args.out))
+        output.write_outputs(Path(args.out), json_name, data, figures_of(data), where=str(args.out))
         data["out"] = str(args.out)
     if args.json:
         print(json.dumps(data, indent=2))
@@ -79,3 +81,43 @@ def analysis_command(args, compute, json_name: str, figures_of, show) -> int:
     if "out" in data:
         con.print(f"\n[dim]wrote {data['out']}/[/dim]")
     return 0
+
+
+def claim_out(out) -> None:
+    """A run's output folder, before it samples: refused if it must not be replaced (output.check_out),
+    then locked for the rest of the command (another `mcflops run` to the same folder is refused at once,
+    not after its sampling); main lets go of it at exit (``release_outputs``), and removes the folders it
+    created for it if nothing was written into them."""
+    from mcflops import output
+    from mcflops.errors import SpecError
+
+    output.check_out(out)
+    parent = out.resolve().parent
+    made = [p for p in (parent, *parent.parents) if not p.exists()]
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        output.acquire(out, str(out))
+    except OSError as e:
+        _remove_empty(made)
+        raise SpecError(f"cannot write here: {e.strerror}", path=str(out), field="--out") from None
+    _CLAIMED.append((out, made))
+
+
+_CLAIMED: list = []  # (folder, the parents created for it) this command holds the lock of
+
+
+def release_outputs() -> None:
+    from mcflops import output
+
+    while _CLAIMED:
+        out, made = _CLAIMED.pop()
+        output.release(out)
+        _remove_empty(made)
+
+
+def _remove_empty(folders) -> None:
+    for p in folders:  # innermost first
+        try:
+            p.rmdir()
+        except OSError:
+            break  # not empty (the run was written), or not ours to remove
