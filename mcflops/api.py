@@ -286,8 +286,8 @@ def _overridden(spec: SpecLike, samples: int | None, seed: int | None) -> Spec:
     samples = spec.samples if samples is None else int(samples)
     check_samples(samples, lambda m, *a: SpecError(m, field="--samples"))
     seed = spec.seed if seed is None else int(seed)
-    if seed < 0:
-        raise SpecError("expected a seed >= 0", field="--seed")
+    if not 0 <= seed < 2**63:  # a prior file's seed: and --seed have the same bounds
+        raise SpecError(f"expected a seed from 0 to 2**63 - 1, got {seed}", field="--seed")
     if samples != spec.samples or seed != spec.seed:
         spec = Spec(**{**spec.__dict__, "samples": samples, "seed": seed})
     return spec

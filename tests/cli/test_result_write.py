@@ -11,7 +11,7 @@ import pytest
 
 import mcflops
 from mcflops import cli
-from tests.test_golden import VOLATILE, _strip
+from tests.test_golden import _strip
 
 HERE = Path(__file__).resolve().parents[1]
 OK = HERE / "bad" / "ok" / "small.yaml"
