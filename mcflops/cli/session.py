@@ -14,6 +14,8 @@ def setup_jax() -> None:
 
     from mcflops import engine
 
+    if os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("MCFLOPS_DISTRIBUTED") == "1":
+        library_chatter_to_stderr()
     engine.setup()
 
     cache = os.environ.get("MCFLOPS_JAX_CACHE") or os.path.join(
@@ -25,6 +27,27 @@ def setup_jax() -> None:
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     except OSError:
         pass  # no writable cache folder: compile every time
+
+
+def library_chatter_to_stderr() -> None:
+    """What C++ libraries print on file descriptor 1 (Gloo's "Rank N is connected to 1 peer ranks" when the
+    hosts join) goes to stderr, and Python's own output keeps the real stdout: `--json` stays one JSON
+    document for the program that reads it. Done once, before the hosts join."""
+    import sys
+
+    if getattr(sys.stdout, "mcflops_own", False) or not hasattr(sys.stdout, "fileno"):
+        return
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a real file (captured): nothing below Python writes to it
+        return
+    sys.stdout.flush()
+    real = os.dup(fd)
+    os.dup2(sys.stderr.fileno(), fd)
+    out = open(real, "w", encoding=sys.stdout.encoding or "utf-8", errors=sys.stdout.errors or "strict",
+               buffering=1 if sys.stdout.line_buffering else -1)
+    out.mcflops_own = True
+    sys.stdout = out
 
 
 def primary() -> bool:
