@@ -167,6 +167,14 @@ class Result:
 
         return netcdf.to_datatree(self)
 
+    def write(self, out: str | Path) -> dict[str, Any]:
+        """Write the run folder `mcflops run` writes (summary.json, spec.resolved.yaml, posterior.nc, the
+        figures, report.md and report.html) into ``out``, swapped into place as a whole; ``out`` must be new,
+        empty or a previous report. Returns summary.json's content."""
+        from mcflops import output
+
+        return output.write_run(Path(out), self, field="out")
+
     def to_dict(self) -> dict[str, Any]:
         """The content of summary.json (plain JSON types)."""
         d: dict[str, Any] = {
@@ -300,8 +308,8 @@ def _overridden(spec: SpecLike, samples: int | None, seed: int | None) -> Spec:
     samples = spec.samples if samples is None else int(samples)
     check_samples(samples, lambda m, *a: SpecError(m, field="--samples"))
     seed = spec.seed if seed is None else int(seed)
-    if seed < 0:
-        raise SpecError("expected a seed >= 0", field="--seed")
+    if not 0 <= seed < 2**63:  # a prior file's seed: and --seed have the same bounds
+        raise SpecError(f"expected a seed from 0 to 2**63 - 1, got {seed}", field="--seed")
     if samples != spec.samples or seed != spec.seed:
         spec = Spec(**{**spec.__dict__, "samples": samples, "seed": seed})
     return spec
@@ -379,6 +387,14 @@ def calibrate(*, chains: int = 4, draws: int = 300, seed: int = 0, key=None, loo
     return jsonable(data)
 
 
+def write(kind: str, data: Mapping[str, Any], out: str | Path) -> None:
+    """Write what ``mcflops KIND --out OUT`` writes from the dict :func:`plan`, :func:`compare`,
+    :func:`sensitivity` or :func:`calibrate` returned (``kind``: their name): the JSON file and its figures."""
+    from mcflops import output
+
+    output.write_analysis(kind, data, Path(out))
+
+
 @contextmanager
 def _alongside(m, sens_opts, key):
     """The sensitivity analysis's prior part (tornado, Sobol, Shapley, sweeps) as a future, computed in a thread
@@ -405,4 +421,4 @@ def _alongside(m, sens_opts, key):
 
 
 __all__ = ["Result", "calibrate", "compare", "device_name", "load_spec", "plan", "resolved_dict", "run", "sample",
-           "sensitivity", "version"]
+           "sensitivity", "version", "write"]

@@ -11,7 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mcflops.cli import figures, write
+from mcflops import output
+from mcflops.output import figures
 from mcflops.cli.session import primary, setup_jax
 from mcflops.errors import SpecError
 from mcflops.numbers import format_number as fmt
@@ -67,11 +68,11 @@ def command(args) -> int:
     if not primary():
         return 0
     out = Path(args.out)
-    write.write_outputs(out, "calibration.json", data, {**figures.calibration(data), **page_figures(data)})
+    output.write_outputs(out, "calibration.json", data, {**figures.calibration(data), **page_figures(data)})
     write_page(out, data)
     if export is not None:
         target = fit_path()
-        write.write_fit(target, export, where=out)
+        output.write_fit(target, export, where=out)
         data["wrote_fit"] = str(target)
     data["out"] = str(out)
     if args.json:
@@ -98,7 +99,7 @@ def write_page(out: Path, data: dict[str, Any]) -> None:
     figs = {p.name: p.read_bytes() for p in sorted(out.glob("*.png"))}
     try:
         for name, text in render(data, figs).items():
-            write.replace_text(out / name, text)
+            output.replace_text(out / name, text)
     except OSError as e:
         raise SpecError(f"cannot write: {e.strerror}", path=str(e.filename or out), field="--out") from None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mcflops.cli import figures
+from mcflops.output import figures
 from mcflops.cli.tables import table
 from mcflops.numbers import format_number as fmt
 
@@ -15,9 +15,10 @@ def command(args) -> int:
     import json
 
     from mcflops import api
-    from mcflops.cli import write
+    from mcflops import output
     from mcflops.cli.progress import progress
     from mcflops.cli.session import primary, setup_jax
+    from mcflops.cli.signals import check_interrupt
 
     setup_jax()
     with progress(args.quiet or args.json) as bar:
@@ -25,8 +26,9 @@ def command(args) -> int:
                            couple=args.couple, posterior=args.posterior, progress=bar)
     if not primary():
         return 0
+    check_interrupt()  # a signal during the last stage: nothing written
     if args.out:
-        write.write_compare(Path(args.out), data, figures.compare(data))
+        output.write_compare(Path(args.out), data, figures.compare(data))
         data["out"] = str(args.out)
     if args.json:
         print(json.dumps(data, indent=2))

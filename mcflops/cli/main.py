@@ -1,16 +1,18 @@
-"""mcflops command line: parse the arguments, hand them to the command's module, and turn the two
-ways a command can stop early into one line and an exit code: bad input (SpecError, exit 2) and
-Ctrl-C (exit 130, saying what was written)."""
+"""mcflops command line: parse the arguments, hand them to the command's module, and turn the ways a
+command can stop early into one line and an exit code: bad input (SpecError, exit 2), another run
+writing the same folder (exit 2), and SIGINT or SIGTERM (exit 130 or 143, saying what was written)."""
 
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
-from mcflops.cli import write
-from mcflops.cli.args import EXIT_BAD_INPUT, EXIT_INTERRUPTED, build_parser
-from mcflops.cli.progress import interrupts
+from mcflops import output
+from mcflops.cli import signals
+from mcflops.cli.args import EXIT_BAD_INPUT, build_parser
+from mcflops.cli.session import release_outputs
 from mcflops.errors import SpecError
 
 # command -> the module of mcflops.cli that runs it (its ``command(args)``), imported when used:
@@ -20,9 +22,27 @@ COMMANDS = {"run": "run", "sample": "run", "validate": "validate", "schema": "va
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with signals.interrupts():  # armed until main returns: a signal at any point stops it with one line
+        try:
+            rc = _main(argv)
+            signals.check_interrupt()  # arrived after the last stage: still not a clean exit
+            return rc
+        except SpecError as e:
+            print(f"mcflops: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except KeyboardInterrupt as e:
+            signum = getattr(e, "signum", None) or signals.received() or signal.SIGINT
+            done = f" after writing {output.WRITTEN[-1]}" if output.WRITTEN else "; nothing was written"
+            print(f"mcflops: {signals.word(signum)}{done}", file=sys.stderr)
+            return signals.exit_code(signum)
+        finally:
+            release_outputs()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    write.WRITTEN.clear()  # this call's writes only (main may be called again in one process)
+    output.WRITTEN.clear()  # this call's writes only (main may be called again in one process)
     if args.version:
         from mcflops._version import version
 
@@ -31,16 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT
-    try:
-        with interrupts():
-            return importlib.import_module(f"mcflops.cli.{COMMANDS[args.command]}").command(args)
-    except SpecError as e:
-        print(f"mcflops: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        done = f"after writing {write.WRITTEN[-1]}" if write.WRITTEN else "; nothing was written"
-        print(f"mcflops: interrupted{' ' if write.WRITTEN else ''}{done}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    return importlib.import_module(f"mcflops.cli.{COMMANDS[args.command]}").command(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

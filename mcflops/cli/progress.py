@@ -4,52 +4,16 @@ or --json."""
 
 from __future__ import annotations
 
-import signal
 import sys
 
-_INTERRUPTED = [False]  # Ctrl-C was pressed during this command (see interrupts)
-
-
-class interrupts:
-    """Ctrl-C for the length of a command: the handler raises KeyboardInterrupt as Python's does, and also
-    remembers it, so that the next progress callback raises it again if the first one was swallowed (a
-    KeyboardInterrupt that lands in a garbage-collection callback of JAX's is printed as "Exception ignored"
-    and lost, and the run would go on for hours)."""
-
-    def __enter__(self):
-        _INTERRUPTED[0] = False
-        self.previous = None
-        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started with Ctrl-C ignored (nohup, &): keep it
-            return self
-        try:
-            self.previous = signal.signal(signal.SIGINT, self._handler)
-        except ValueError:  # not the main thread (an embedding application): Python's own handling
-            pass
-        return self
-
-    @staticmethod
-    def _handler(signum, frame):
-        _INTERRUPTED[0] = True
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc):
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-        _INTERRUPTED[0] = False
-        return False
-
-
-def check_interrupt() -> None:
-    """Raise KeyboardInterrupt if Ctrl-C was pressed during this command (called between blocks)."""
-    if _INTERRUPTED[0]:
-        raise KeyboardInterrupt
+from mcflops.cli.signals import check_interrupt
 
 
 class progress:
     """What a run shows on stderr while it computes: a phase line (a spinner, the phase, the time it has
     taken: "compiling", "analysing", "plotting") and, while the engine samples, a bar over its blocks;
     nothing at all off a terminal. The context gives a :class:`Bar`: call it as ``progress(done, total)``
-    (the engine does, between blocks; it also raises a Ctrl-C that something swallowed, see interrupts),
+    (the engine does, between blocks; it also stops the run there when a signal arrived, cli.signals),
     and name the next phase with ``bar.phase("compiling")``."""
 
     def __init__(self, quiet: bool, stream=None):

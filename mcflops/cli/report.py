@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcflops.cli import write
+from mcflops import output
 from mcflops.errors import SpecError
 
 
@@ -13,6 +13,6 @@ def command(args) -> int:
     d = Path(args.dir)
     if not d.is_dir():
         raise SpecError("no such folder (expected a run folder written by `mcflops run`)", path=args.dir)
-    write.rerender_report(d, where=args.dir)
+    output.rerender_report(d, where=args.dir)
     print(f"wrote {d / 'report.md'} and {d / 'report.html'}")
     return 0

@@ -1,5 +1,5 @@
 """`mcflops run` and `mcflops sample`: a prior file through api.run, then the summary printed (tables,
-or --json) and, for `run`, the run folder written (write.write_run)."""
+or --json) and, for `run`, the run folder written (output.write_run)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ from pathlib import Path
 from typing import Any
 
 from mcflops import chain as napkin
-from mcflops.cli import write
+from mcflops import output
 from mcflops.cli.progress import progress
-from mcflops.cli.tables import headline_lines, stats_table
-from mcflops.cli.session import primary, setup_jax
-from mcflops.numbers import format_number as fmt
+from mcflops.cli.tables import fmt, headline_lines, stats_table
+from mcflops.cli.session import claim_out, primary, setup_jax
+from mcflops.cli.signals import check_interrupt
 from mcflops.spec import INPUTS, load_spec
 
 
 def command(args) -> int:
     spec = load_spec(args.file)
     if args.command == "run":  # refuse a bad --out before sampling, not after
-        write.check_out(Path(args.out) if args.out else Path("reports") / spec.name)
+        claim_out(Path(args.out) if args.out else Path("reports") / spec.name)
     with progress(args.quiet or args.json) as bar:
         bar.phase("starting")  # JAX's import and set-up take seconds: say so from the first one
         setup_jax()
@@ -32,7 +32,7 @@ def command(args) -> int:
         if primary() and args.command == "run":
             bar.phase("plotting")  # the figures, then the report
             out = Path(args.out) if args.out else Path("reports") / spec.name
-            write.write_run(out, res, data)
+            output.write_run(out, res, data, check=check_interrupt)
             data["out"] = str(out)
     if not primary():
         return 0
@@ -41,6 +41,12 @@ def command(args) -> int:
     else:
         print_result(res, data)
     return 0
+
+
+def _f(x, spec: str) -> str:
+    """``x`` formatted, or "n/a" where summary.json holds null (a NaN or inf: a zero-variance input's
+    correlation, an implied MFU out of range)."""
+    return format(x, spec) if isinstance(x, (int, float)) and not isinstance(x, bool) else "n/a"
 
 
 def print_result(res, data: dict[str, Any]) -> None:
@@ -65,7 +71,7 @@ def print_result(res, data: dict[str, Any]) -> None:
                   "its numbers below are not reliable; do not quote them")
     con.print(f"[bold]{escape(spec.name)}[/bold]  {escape(spec.description)}")
     con.print(f"[dim]seed {res.seed} · {res.samples:,} draws · {res.device} · "
-              f"{res.timings.get('total_s', 0):.2f} s · flops convention {spec.flops}[/dim]\n")
+              f"{_f(res.timings.get('total_s', 0), '.2f')} s · flops convention {spec.flops}[/dim]\n")
     for line in headline_lines(data):  # the answer first: the posterior when there is a (healthy) one
         con.print(line)
     con.print()
@@ -74,14 +80,14 @@ def print_result(res, data: dict[str, Any]) -> None:
     per_token = napkin.CONVENTIONS[spec.flops].napkin.format(params=fmt(ch.get("params", 0)),
                                                               flops_per_token=fmt(ch["flops_per_token"]))
     lines = [f"  FLOPs = {per_token} x {fmt(ch['tokens'])} = {fmt(ch['flops'], 3)}",
-             f"  GPU-hours = FLOPs / (peak {fmt(peak)} x MFU {ch['mfu']:.3f} x goodput {ch['goodput']:.3f}) / 3600"
+             f"  GPU-hours = FLOPs / (peak {fmt(peak)} x MFU {_f(ch['mfu'], '.3f')} x goodput {_f(ch['goodput'], '.3f')}) / 3600"
              f" = {fmt(ch['gpu_hours'])}"]
     if "wall_days" in ch:
-        lines.append(f"  wall-clock = {fmt(ch['gpu_hours'])} / {spec.hardware.count:,} / 24 = {ch['wall_days']:.1f} days")
+        lines.append(f"  wall-clock = {fmt(ch['gpu_hours'])} / {spec.hardware.count:,} / 24 = {_f(ch['wall_days'], '.1f')} days")
     if "implied_mfu" in ch:
         lines.append(f"  backwards: the published {fmt(ch['observed_gpu_hours'])} hours imply MFU x goodput = "
-                     f"{ch['implied_mfu_x_goodput']:.4f}, i.e. MFU {ch['implied_mfu']:.3f} at goodput 1, "
-                     f"{ch['implied_mfu_at_median_goodput']:.3f} at the median goodput {ch['goodput']:.3f}")
+                     f"{_f(ch['implied_mfu_x_goodput'], '.4f')}, i.e. MFU {_f(ch['implied_mfu'], '.3f')} at goodput 1, "
+                     f"{_f(ch['implied_mfu_at_median_goodput'], '.3f')} at the median goodput {_f(ch['goodput'], '.3f')}")
     for line in lines:
         con.print(line)
     con.print()
@@ -89,26 +95,26 @@ def print_result(res, data: dict[str, Any]) -> None:
     con.print(stats_table("Prior predictive", res.prior, names))
     for name, o in data.get("observed", {}).items():
         if o.get("prior_percentile") is not None:
-            con.print(f"  published {name} {fmt(o['value'])} sits at the {o['prior_percentile']:.1f}th percentile "
+            con.print(f"  published {name} {fmt(o['value'])} sits at the {_f(o['prior_percentile'], '.1f')}th percentile "
                       "of the prior predictive")
         elif "prior_probability_inside" in o:
             con.print(f"  observed {name} in [{fmt(o['low'])}, {fmt(o['high'])}]: prior probability "
-                      f"{o['prior_probability_inside']:.3f}")
+                      f"{_f(o['prior_probability_inside'], '.3f')}")
     post = data.get("posterior")
     if post:
         con.print()
-        diag = f"method {post.get('method')}, ESS {post.get('ess', float('nan')):,.0f}"
+        diag = f"method {post.get('method')}, ESS {_f(post.get('ess'), ',.0f')}"
         if post.get("pareto_k") is not None:
-            diag += f", Pareto k {post['pareto_k']:.2f}"
+            diag += f", Pareto k {_f(post['pareto_k'], '.2f')}"
         con.print(stats_table(f"Posterior ({diag})", post, names))
         if "corr_mfu_goodput_log" in post:
-            con.print(f"  posterior correlation of log MFU and log goodput: {post['corr_mfu_goodput_log']:+.2f} "
+            con.print(f"  posterior correlation of log MFU and log goodput: {_f(post['corr_mfu_goodput_log'], '+.2f')} "
                       "(the data constrain their product)")
         for name, claim in (post.get("reported") or {}).items():  # the prior file's `reported:` claims
             f = (lambda x: f"{100 * x:g}%") if INPUTS.get(name, ("", "", ""))[2] == "fraction" else fmt
             (lo, hi), what = claim["range"], "MFU" if name == "mfu" else name
-            con.print(escape(f"  P({f(lo)} <= {what} <= {f(hi)}): prior {claim['prior_probability']:.2f}, "
-                             f"posterior {claim['posterior_probability']:.2f}"))
+            con.print(escape(f"  P({f(lo)} <= {what} <= {f(hi)}): prior {_f(claim['prior_probability'], '.2f')}, "
+                             f"posterior {_f(claim['posterior_probability'], '.2f')}"))
     sens = data.get("sensitivity")
     if sens:
         from mcflops.cli.sensitivity import brief_lines

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcflops.cli import figures
+from mcflops.output import figures
 from mcflops.cli.session import analysis_command, plain
 from mcflops.cli.tables import table, unpadded
 from mcflops.numbers import format_number as fmt

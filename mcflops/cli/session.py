@@ -14,6 +14,8 @@ def setup_jax() -> None:
 
     from mcflops import engine
 
+    if os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("MCFLOPS_DISTRIBUTED") == "1":
+        library_chatter_to_stderr()
     engine.setup()
 
     cache = os.environ.get("MCFLOPS_JAX_CACHE") or os.path.join(
@@ -25,6 +27,27 @@ def setup_jax() -> None:
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     except OSError:
         pass  # no writable cache folder: compile every time
+
+
+def library_chatter_to_stderr() -> None:
+    """What C++ libraries print on file descriptor 1 (Gloo's "Rank N is connected to 1 peer ranks" when the
+    hosts join) goes to stderr, and Python's own output keeps the real stdout: `--json` stays one JSON
+    document for the program that reads it. Done once, before the hosts join."""
+    import sys
+
+    if getattr(sys.stdout, "mcflops_own", False) or not hasattr(sys.stdout, "fileno"):
+        return
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a real file (captured): nothing below Python writes to it
+        return
+    sys.stdout.flush()
+    real = os.dup(fd)
+    os.dup2(sys.stderr.fileno(), fd)
+    out = open(real, "w", encoding=sys.stdout.encoding or "utf-8", errors=sys.stdout.errors or "strict",
+               buffering=1 if sys.stdout.line_buffering else -1)
+    out.mcflops_own = True
+    sys.stdout = out
 
 
 def primary() -> bool:
@@ -58,16 +81,18 @@ def analysis_command(args, compute, json_name: str, figures_of, show) -> int:
     import json
     from pathlib import Path
 
-    from mcflops.cli import write
+    from mcflops import output
     from mcflops.cli.progress import progress
+    from mcflops.cli.signals import check_interrupt
 
     setup_jax()
     with progress(args.quiet or args.json) as bar:
         data = compute(args, bar)
     if not primary():
         return 0
+    check_interrupt()  # a signal during the last stage: nothing written
     if args.out:
-        write.write_outputs(Path(args.out), json_name, data, figures_of(data), where=str(args.out))
+        output.write_outputs(Path(args.out), json_name, data, figures_of(data), where=str(args.out))
         data["out"] = str(args.out)
     if args.json:
         print(json.dumps(data, indent=2))
@@ -79,3 +104,43 @@ def analysis_command(args, compute, json_name: str, figures_of, show) -> int:
     if "out" in data:
         con.print(f"\n[dim]wrote {data['out']}/[/dim]")
     return 0
+
+
+def claim_out(out) -> None:
+    """A run's output folder, before it samples: refused if it must not be replaced (output.check_out),
+    then locked for the rest of the command (another `mcflops run` to the same folder is refused at once,
+    not after its sampling); main lets go of it at exit (``release_outputs``), and removes the folders it
+    created for it if nothing was written into them."""
+    from mcflops import output
+    from mcflops.errors import SpecError
+
+    output.check_out(out)
+    parent = out.resolve().parent
+    made = [p for p in (parent, *parent.parents) if not p.exists()]
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        output.acquire(out, str(out))
+    except OSError as e:
+        _remove_empty(made)
+        raise SpecError(f"cannot write here: {e.strerror}", path=str(out), field="--out") from None
+    _CLAIMED.append((out, made))
+
+
+_CLAIMED: list = []  # (folder, the parents created for it) this command holds the lock of
+
+
+def release_outputs() -> None:
+    from mcflops import output
+
+    while _CLAIMED:
+        out, made = _CLAIMED.pop()
+        output.release(out)
+        _remove_empty(made)
+
+
+def _remove_empty(folders) -> None:
+    for p in folders:  # innermost first
+        try:
+            p.rmdir()
+        except OSError:
+            break  # not empty (the run was written), or not ours to remove

@@ -12,7 +12,13 @@ import copy
 import re
 from typing import Any, Sequence
 
-from mcflops.numbers import format_number as fmt
+from mcflops.numbers import format_number
+
+
+def fmt(x, digits: int = 4) -> str:
+    """format_number, or "n/a" where summary.json holds null (a NaN or inf statistic)."""
+    return format_number(x, digits) if isinstance(x, (int, float)) and not isinstance(x, bool) else "n/a"
+
 
 STATS = ("mean", "sd", "p5", "p25", "p50", "p75", "p95")  # the columns of the statistics table
 MCSE = "±p50"  # its last column: the Monte Carlo standard error of the median

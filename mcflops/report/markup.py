@@ -21,9 +21,19 @@ from mcflops.report.blocks import B, Box, C, Document, Fig, Items, P, Sub, Table
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~#!])")
 
 
+# Unicode's bidirectional controls (UAX #9: embeddings, overrides, isolates, marks): text from a prior file
+# shown with them would read in another order than it is written ("Trojan Source"); they are shown by name
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def neutral(text: Any) -> str:
+    """``text`` with every bidirectional control replaced by its code point written out ([U+202E])."""
+    return _BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", str(text))
+
+
 def md_escape(text: Any) -> str:
     """Plain text for Markdown: one line, every character CommonMark could read as markup escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", re.sub(r"\s+", " ", str(text)))
+    return _MD_SPECIAL.sub(r"\\\1", re.sub(r"\s+", " ", neutral(text)))
 
 
 def _md_start(line: str) -> str:
@@ -81,7 +91,7 @@ def _md_block(b: Any) -> str:
 def to_markdown(doc: Document) -> str:
     out = [f"# {md_escape(doc.title)}", ""]
     if doc.description:
-        out += [md_escape(doc.description), ""]
+        out += [_md_start(md_escape(doc.description)), ""]  # "- x" is text, not a list
     out += [f"*{md_escape(doc.meta)}*", ""]
     for sec in doc.sections:
         out += [f"## {md_escape(sec.title)}", ""]
@@ -97,7 +107,18 @@ _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri '
 
 
 def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(neutral(text), quote=True)
+
+
+_LONG = re.compile(r"(\S{200,})")  # a word no screen holds (URLs stay whole: they are shorter)
+
+
+def _e_wrapping(text: Any) -> str:
+    """_e for a paragraph: a word of 200 characters or more gets a <wbr> (a line-break opportunity) every
+    100, so that it wraps on a phone instead of widening the page."""
+    parts = _LONG.split(neutral(text))
+    return "".join("<wbr>".join(_e(p[i:i + 100]) for i in range(0, len(p), 100)) if k % 2 else _e(p)
+                   for k, p in enumerate(parts))
 
 
 def _html_inline(parts: Any) -> str:
@@ -167,7 +188,7 @@ def to_html(doc: Document) -> str:
         body.append(f'<section id="{_e(sec.id)}"><h2>{_e(sec.title)}</h2>')
         body.extend(_html_block(b) for b in sec.blocks)
         body.append("</section>")
-    desc = f'<p class="description">{_e(doc.description)}</p>' if doc.description else ""
+    desc = f'<p class="description">{_e_wrapping(doc.description)}</p>' if doc.description else ""
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',

@@ -24,7 +24,7 @@ from mcflops.spec.machine import params_from_architecture, parse_architecture, p
 from mcflops.spec.notes import spec_notes
 from mcflops.spec.observe import parse_observations
 from mcflops.spec.options import plan_block, sensitivity_block
-from mcflops.spec.reader import read_yaml
+from mcflops.spec.reader import check_texts, read_yaml
 from mcflops.spec.recipes import count_dependent
 from mcflops.spec.reported import parse_reported
 from mcflops.spec.types import CONVENTIONS, MAX_SAMPLES, Spec
@@ -48,6 +48,7 @@ def load_spec(source: str | Path | Mapping, *, path: str | None = None) -> Spec:
 
     with np.errstate(all="ignore"):
         if isinstance(source, Mapping):
+            check_texts(source, path or "<dict>")  # a file's text is checked as it is read (with its line)
             return _build(source, Fields(path or "<dict>"))
         p = Path(source)
         return _build(read_yaml(p), Fields(str(source)))
@@ -96,6 +97,7 @@ def _build(data: Mapping, where: Fields) -> Spec:
                 notes=spec_notes(priors, hardware.accelerator, hardware.precision))
     _check_output_range(where, spec, data)
     observe = parse_observations(where, data, spec) if "observe" in data else {}
+    _check_observed_range(where, observe, data)
     return Spec(**{**spec.__dict__, "observe": observe,
                    "sensitivity": sensitivity_block(where, data, spec),
                    "correlations": correlations_block(where, data, spec),
@@ -128,6 +130,16 @@ def _check_output_range(ctx: Fields, spec: Spec, node: Mapping) -> None:
             raise ctx.error(f"these priors let {out} reach [1e{e10[0]:.0f}, 1e{e10[1]:.0f}] in their 1e-15 tails, "
                             "beyond what a float holds; "
                             f"check the units and spreads (most extreme input: {extreme})", node, "priors", "priors")
+
+
+def _check_observed_range(ctx: Fields, observe: Mapping, node: Mapping) -> None:
+    """A published figure within 1e-300..1e300, as every output is (5e-324 passes every other check and
+    then leaves the chain's implied MFU undefined)."""
+    for name, o in observe.items():
+        for v in (o.value, o.low, o.high):
+            if v is not None and not (math.exp(-MAX_LOG_OUTPUT) <= abs(v) <= math.exp(MAX_LOG_OUTPUT)):
+                raise ctx.error(f"expected a published figure between 1e-300 and 1e300, got {v:.3g}",
+                                node["observe"], name, f"observe.{name}")
 
 
 def _seed(where, data) -> int:

@@ -21,16 +21,8 @@ def read_yaml(p: Path) -> Mapping:
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
     ctx = str(p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError("no such file", path=ctx) from None
-    except IsADirectoryError:
-        raise SpecError("is a directory, expected a prior file (.yaml)", path=ctx) from None
-    except UnicodeDecodeError:
-        raise SpecError("not a text file (expected UTF-8 YAML)", path=ctx) from None
-    except OSError as e:
-        raise SpecError(f"cannot read: {e.strerror}", path=ctx) from None
+    text = read_text(p, ctx)
+    nesting(text, ctx)
     try:
         root = YAML(typ="rt", pure=True).compose(text)
         if root is not None:
@@ -51,17 +43,113 @@ def read_yaml(p: Path) -> Mapping:
     except YAMLError as e:  # pragma: no cover - ruamel raises marked errors for syntax
         raise SpecError(f"YAML error: {str(e).splitlines()[0]}", path=ctx) from None
     except RecursionError:
-        raise SpecError("YAML nests too deeply", path=ctx) from None
+        raise SpecError(f"YAML nests too deeply (deeper than {MAX_DEPTH} levels)", path=ctx) from None
     except SpecError:
         raise
     except (ValueError, TypeError) as e:  # a scalar ruamel cannot construct (its own message, one line)
         raise SpecError(f"unreadable YAML value: {e}", path=ctx) from None
+    _untag(data)
     if data is None:
         raise SpecError("empty file: expected a mapping with name, hardware and priors", path=ctx)
     if not isinstance(data, Mapping):
         raise SpecError(f"expected a mapping at the top level, got {kind(data)}", path=ctx,
                         line=root.start_mark.line + 1)
     return data
+
+
+MAX_BYTES = 1 << 20  # a prior file is a page of YAML; this cap is read before anything is parsed
+MAX_TEXT = 10_000  # characters in one text field (a description, a source): a report's paragraph, not a book
+MAX_DEPTH = 100  # levels of [ and { in a file (the parser recurses once per level)
+_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def read_text(p: Path, ctx: str) -> str:
+    """The file's text: at most MAX_BYTES read (so `/dev/zero` or a disk image is refused, not read into
+    memory), UTF-8, or UTF-16 with its byte-order mark (what some Windows editors save); a byte that is
+    neither is named with its line."""
+    try:
+        with p.open("rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise SpecError("no such file", path=ctx) from None
+    except IsADirectoryError:
+        raise SpecError("is a directory, expected a prior file (.yaml)", path=ctx) from None
+    except OSError as e:
+        raise SpecError(f"cannot read: {e.strerror}", path=ctx) from None
+    if len(raw) > MAX_BYTES:
+        raise SpecError(f"larger than {MAX_BYTES >> 20} MB: not a prior file (a prior file is a page of YAML)",
+                        path=ctx)
+    encoding = next((enc for bom, enc in _BOMS if raw.startswith(bom)), "utf-8")
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1 if encoding == "utf-8" else None
+        raise SpecError(f"not a text file: byte 0x{raw[e.start]:02x} is not {encoding.upper()} "
+                        "(save the file as UTF-8)", path=ctx, line=line) from None
+    # a prior file's keys are ASCII words: "UTF-16" bytes that decode to mostly other characters are binary
+    # that happens to start like a byte-order mark
+    if encoding == "utf-16" and 2 * sum(c.isascii() for c in text) < len(text):
+        raise SpecError("not a text file (expected UTF-8 YAML, or UTF-16 with its byte-order mark)", path=ctx)
+    return text
+
+
+def nesting(text: str, ctx: str) -> None:
+    """Refuse brackets nested deeper than MAX_DEPTH, naming the line where it happens (the parser would
+    run out of stack without one)."""
+    depth, line = 0, 1
+    for c in text:
+        if c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SpecError(f"YAML nests too deeply (more than {MAX_DEPTH} levels of [ and {{)", path=ctx,
+                                line=line)
+        elif c in "]}":
+            depth = max(depth - 1, 0)
+        elif c == "\n":
+            line += 1
+
+
+def check_text(value: str, path: str, line: int | None = None, field: str | None = None) -> None:
+    """Text a report can print: no lone surrogate (``"\\ud800"``: it cannot be written as UTF-8) and at most
+    MAX_TEXT characters."""
+    if len(value) > MAX_TEXT:
+        raise SpecError(f"text of {len(value):,} characters; at most {MAX_TEXT:,} (a source or a description, "
+                        "not a document)", path=path, line=line, field=field)
+    bad = next((c for c in value if 0xD800 <= ord(c) <= 0xDFFF), None)
+    if bad is not None:
+        raise SpecError(f"text holds a lone surrogate ({ascii(bad)[1:-1]}), which no file can hold; write the "
+                        "character itself", path=path, line=line, field=field)
+
+
+def check_texts(data: Any, path: str) -> None:
+    """check_text on every string in plain data (a notebook's dict), naming the field."""
+    stack = [(data, "")]
+    while stack:
+        x, where = stack.pop()
+        if isinstance(x, str):
+            check_text(x, path, field=where or None)
+        elif isinstance(x, Mapping):
+            for k, v in x.items():
+                if isinstance(k, str):
+                    check_text(k, path, field=where or None)
+                stack.append((v, f"{where}.{k}" if where else str(k)))
+        elif isinstance(x, (list, tuple)):
+            stack += [(v, f"{where}[{i}]") for i, v in enumerate(x)]
+
+
+def _untag(data: Any) -> None:
+    """``!!str 8e9`` is loaded as a tagged scalar: its text, so that a message reads "the text '8e9'"."""
+    from ruamel.yaml.comments import TaggedScalar
+
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        items = x.items() if isinstance(x, Mapping) else enumerate(x) if isinstance(x, list) else ()
+        for k, v in list(items):
+            if isinstance(v, TaggedScalar):
+                x[k] = str(v.value)
+            else:
+                stack.append(v)
 
 
 # Plain data only: YAML 1.2 core types (+ timestamps, which ruamel resolves). Anything else is refused.
@@ -82,11 +170,16 @@ def _check_nodes(root: Any, path: str) -> None:
             raise SpecError(f"too many YAML nodes (over {_MAX_NODES:,} with aliases expanded)", path=path,
                             line=line)
         tag = str(getattr(node.tag, "value", node.tag))
+        if tag.endswith(":merge"):
+            raise SpecError("YAML merge keys (<<) are not supported: write the keys out in full", path=path,
+                            line=line)
         if tag not in _PLAIN_TAGS:
             shown = "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
             raise SpecError(f"YAML tag '{shown}' is not allowed: prior files are plain data (numbers, text, "
                             "lists, mappings); nothing in them is constructed or run", path=path, line=line)
         if not isinstance(node.value, list):
+            if isinstance(node.value, str):
+                check_text(node.value, path, line)
             if tag.endswith((":int", ":float")) and len(str(node.value)) > 100:
                 raise SpecError(f"a number {len(str(node.value))} characters long; write it with an exponent "
                                 "(405.9e9) or a suffix (15.6T)", path=path, line=line)

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from mcflops import cli
-from mcflops.cli import write
+from mcflops.output import files
+from mcflops.output import folder as write
 
 HERE = Path(__file__).resolve().parents[1]
 OK = HERE / "bad" / "ok" / "small.yaml"
@@ -149,8 +150,9 @@ def test_swap_puts_the_previous_report_back_if_the_second_rename_fails(tmp_path,
         return real(src, dst)
 
     monkeypatch.setattr(os, "replace", flaky)
+    monkeypatch.setattr(files, "exchange", lambda a, b: False)  # the two-rename swap (no atomic exchange)
     with pytest.raises(OSError):
-        write.swap(new, out)
+        files.swap(new, out)
     assert tree(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [".report.tmp-x", "report"]
 
@@ -187,7 +189,7 @@ def test_a_swallowed_ctrl_c_still_stops_the_run(tmp_path, monkeypatch, capsys):
 
 def test_an_ignored_ctrl_c_stays_ignored(monkeypatch):
     """A command started with SIGINT ignored (nohup, a background job) leaves it ignored."""
-    from mcflops.cli.progress import interrupts
+    from mcflops.cli.signals import interrupts
 
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

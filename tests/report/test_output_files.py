@@ -13,7 +13,7 @@ import pytest
 
 import mcflops
 from mcflops.inference import netcdf as posterior_io
-from mcflops.cli import figures
+from mcflops.output import figures
 from mcflops.plots import style
 
 xr = pytest.importorskip("xarray")

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from mcflops import cli
-from mcflops.cli import write
+from mcflops.output import folder as write
 from mcflops import report
 from mcflops.report.blocks import P, Section, Table, fmt, interval
 

@@ -1,5 +1,5 @@
 """Which figures each command's output gets, each as file name -> draw(path): the plot data from
-inference.plotdata (or the summary's own dicts), drawn by plots/. write.py puts them in place.
+inference.plotdata (or the summary's own dicts), drawn by plots/. output.folder puts them in place.
 
 Nothing here imports matplotlib until a figure is drawn; ``can_draw`` says whether it can be.
 """

@@ -1,0 +1,268 @@
+"""A run folder (summary.json, spec.resolved.yaml, posterior.nc, the figures, report.md and report.html)
+and the JSON-and-figures outputs of plan, compare, sensitivity and calibrate.
+
+What a run folder holds is decided here, before anything is written: a file whose library is missing
+is left out, and the note that says so goes into summary.json. The folder is built beside its target
+under the folder's lock and swapped into place (files.swap): never half-written, never a mixture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from mcflops.errors import SpecError
+from mcflops.output import files, lock
+from mcflops.output.files import Writer
+
+REPORT_MARKER = "summary.json"  # a report that `run` may replace holds this, written by mcflops
+REPORT_KEYS = frozenset({"name", "seed", "samples", "spec_hash", "version"})  # in every summary.json written
+REPORT_FILES = frozenset({REPORT_MARKER, "spec.resolved.yaml", "report.md", "report.html", "posterior.nc"})
+NETCDF_MISSING = "posterior.nc not written: install h5netcdf (pip install 'mcflops[full]')"
+FIGURES_MISSING = "posterior figures not drawn: install matplotlib (pip install 'mcflops[full]')"
+SUMMARY_CAP = 1 << 26  # bytes of summary.json read to decide whether a folder is a report
+
+Check = Callable[[], None] | None  # raises to stop between stages (the CLI's signal flag)
+
+
+def check_out(out: Path, field: str | None = "--out") -> None:
+    """Refuse an output folder that `run` must not replace: a file, or a folder that is not a report.
+
+    `run` replaces its output folder as a whole, so `--out .` or `--out ~/data` would delete what is
+    there: only an empty folder or a previous report may be replaced (``not_a_report``).
+    """
+    where = str(out)
+    if out.is_symlink():
+        raise SpecError("is a symbolic link; give the folder itself", path=where, field=field)
+    if out.exists() and not out.is_dir():
+        raise SpecError("exists and is not a folder; give a new folder or a previous report folder",
+                        path=where, field=field)
+    if out.is_dir() and any(out.iterdir()):
+        why = not_a_report(out)
+        if why:
+            raise SpecError(f"exists and is not an mcflops report ({why}); it would be replaced as a whole, so "
+                            "give a new folder", path=where, field=field)
+    parent = out.resolve().parent
+    for p in (parent, *parent.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise SpecError(f"{p} is not a folder", path=where, field=field)
+            break
+
+
+def read_summary(folder: Path) -> Any:
+    """summary.json's content (FileNotFoundError when missing; ValueError when it is not JSON, over the cap,
+    or nested too deep to parse)."""
+    with (folder / REPORT_MARKER).open("rb") as f:
+        raw = f.read(SUMMARY_CAP + 1)
+    if len(raw) > SUMMARY_CAP:
+        raise ValueError(f"larger than {SUMMARY_CAP >> 20} MB")
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+
+
+def not_a_report(folder: Path) -> str | None:
+    """Why ``folder`` is not a report `run` wrote (None when it is one): its summary.json must be a JSON
+    object with mcflops' own keys, and it must hold nothing but the files a report holds (plain files,
+    no subfolders), so that replacing it loses nothing else."""
+    try:
+        data = read_summary(folder)
+    except FileNotFoundError:
+        return f"no {REPORT_MARKER}"
+    except (OSError, ValueError):
+        return f"its {REPORT_MARKER} is not mcflops' JSON"
+    if not isinstance(data, dict) or not REPORT_KEYS <= data.keys():
+        return f"its {REPORT_MARKER} lacks mcflops' keys {', '.join(sorted(REPORT_KEYS))}"
+    for p in sorted(folder.iterdir()):
+        if p.is_symlink() or not p.is_file() or not (p.name in REPORT_FILES or p.suffix == ".png"):
+            return f"it holds {p.name!r}, which a report does not"
+    return None
+
+
+def run_files(res) -> tuple[list[Writer], list[str]]:
+    """What a run folder holds beyond summary.json, spec.resolved.yaml and the report: posterior.nc and
+    the posterior figures when there is a posterior, the sensitivity figures when there is an analysis.
+    Returns the writers and a note for each file left out because its library is missing (the
+    sensitivity figures go silently: the tables in summary.json and the report carry the same numbers)."""
+    from mcflops.inference import netcdf
+    from mcflops.output import figures
+
+    writers: list[Writer] = []
+    notes: list[str] = []
+    digest = res.spec.digest()
+    if res.posterior:
+        if netcdf.available():
+            writers.append(lambda folder: netcdf.write_netcdf(res, folder / "posterior.nc"))
+        else:
+            notes.append(NETCDF_MISSING)
+        if figures.can_draw():
+            writers.append(lambda folder: figures.draw(folder, figures.posterior(res), digest))
+        else:
+            notes.append(FIGURES_MISSING)
+    if res.sensitivity and figures.can_draw():
+        writers.append(lambda folder: figures.draw(folder, figures.sensitivity(res.sensitivity), digest))
+    if res.plan and figures.can_draw():  # plan.png, the planning section's curve (with a deadline)
+        writers.append(lambda folder: figures.draw(folder, figures.plan(res.plan), digest))
+    return writers, notes
+
+
+def write_run(out: Path, res, data: dict[str, Any] | None = None, *, check: Check = None,
+              field: str | None = "--out") -> dict[str, Any]:
+    """Write a run's folder: its files into a temporary folder beside ``out``, then swapped into place.
+
+    ``res`` is an api.Result; ``data`` summary.json's content (default ``res.to_dict()``), to which the notes
+    of files left out (``run_files``) are added; it is returned. ``check`` is called between files and
+    before the swap (it raises to stop: nothing is then left behind). FolderBusy when another process
+    writes the same folder."""
+    data = res.to_dict() if data is None else data
+    check_out(out, field)
+    writers, notes = run_files(res)
+    if notes:
+        data["notes"] = [*data.get("notes", []), *notes]
+    where, out = str(out), Path(os.path.abspath(out))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire(out, where)
+    except OSError as e:
+        raise SpecError(f"cannot write here: {e.strerror}", path=where, field=field) from None
+    try:
+        check_out(out, field)  # again under the lock: another writer may have put something there meanwhile
+        try:
+            tmp = files.make_temp_folder(out)
+        except OSError as e:
+            raise SpecError(f"cannot write here: {e.strerror}", path=where, field=field) from None
+        try:
+            _fill(tmp, res, data, out, writers, check or (lambda: None))
+            files.swap(tmp, out)
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise SpecError(f"cannot write {e.filename or 'the report'}: {e.strerror}", path=where,
+                            field=field) from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    finally:
+        lock.release(out)
+    return data
+
+
+def _fill(tmp: Path, res, data: dict[str, Any], out: Path, writers: list[Writer], check: Callable[[], None]) -> None:
+    from mcflops.spec import resolved_dict
+
+    check()
+    (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    files.write_yaml(tmp / "spec.resolved.yaml", resolved_dict(res.spec), provenance=data)
+    for write in writers:
+        check()
+        write(tmp)
+    check()
+    _write_report(tmp, res, data, out)  # last: it embeds the figures written before it
+    check()
+
+
+def _write_report(folder: Path, res, data: dict[str, Any], out: Path) -> None:
+    """The headline figure (when matplotlib is there), then report.md and report.html from the folder's files."""
+    from mcflops.output import figures
+    from mcflops.report import render
+
+    if figures.can_draw():  # without matplotlib the report goes without its headline figure
+        figures.draw(folder, figures.headline(res, data), res.spec.digest())
+    for name, text in render(folder, label=files.label(out)).items():
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+def write_outputs(out: Path, name: str, data: Mapping[str, Any], figures: Mapping[str, Writer],
+                  where: str | None = None) -> None:
+    """The --out files of sensitivity, plan, compare and calibrate: ``name`` (``data`` as JSON), then the
+    figures (left out without matplotlib); the folder is created if missing and each file replaced
+    atomically. An error names ``where`` (default: the file that failed, else the folder)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        files.replace_text(out / name, json.dumps(data, indent=2) + "\n")
+        for fig, draw in figures.items():
+            try:
+                files.replace_file(out / fig, draw)
+            except ImportError:  # no matplotlib: JSON only
+                break
+    except OSError as e:
+        raise _cannot_write(e, where or str(e.filename or out)) from None
+
+
+def write_compare(out: Path, data: Mapping[str, Any], figures: Mapping[str, Writer]) -> None:
+    """`compare --out`: compare.json and its figure (``write_outputs``), then report.md and report.html
+    rendered from them (report.comparison), each replaced atomically."""
+    from mcflops.report.comparison import render
+
+    write_outputs(out, "compare.json", data, figures, where=str(out))
+    for name, text in render(out).items():
+        try:
+            files.replace_text(out / name, text)
+        except OSError as e:
+            raise _cannot_write(e, str(out / name)) from None
+
+
+# what each analysis writes: its JSON file's name and its figures (output.figures)
+ANALYSES = {"plan": "plan.json", "compare": "compare.json", "sensitivity": "sensitivity.json",
+            "calibrate": "calibration.json"}
+
+
+def write_analysis(kind: str, data: Mapping[str, Any], out: Path, where: str | None = None) -> None:
+    """``mcflops KIND --out OUT``'s files from the dict api.KIND returned (``kind``: plan, compare,
+    sensitivity or calibrate): the JSON file and its figures."""
+    from mcflops.output import figures
+
+    if kind not in ANALYSES:
+        raise ValueError(f"kind: expected one of {', '.join(ANALYSES)}, got {kind!r}")
+    draw = {"plan": figures.plan, "compare": figures.compare, "sensitivity": figures.sensitivity,
+            "calibrate": figures.calibration}[kind]
+    write_outputs(Path(out), ANALYSES[kind], data, draw(data), where=where)
+
+
+def write_fit(path: Path, fit: Mapping[str, Any], where: Path) -> None:
+    """The calibration fit as compact JSON (`calibrate --write`), replaced atomically."""
+    try:
+        files.replace_text(path, json.dumps(fit, separators=(",", ":")) + "\n")
+    except OSError as e:
+        raise _cannot_write(e, str(e.filename or where)) from None
+
+
+def _cannot_write(e: OSError, where: str) -> SpecError:
+    return SpecError(f"cannot write: {e.strerror}", path=where, field="--out")
+
+
+def rerender_report(folder: Path, where: str) -> None:
+    """report.md and report.html of a run folder again, from its files (each replaced atomically).
+    A summary.json mcflops could not have written (not JSON, nested too deep, fields of the wrong
+    type) is refused in one line naming it."""
+    from mcflops.report import render
+
+    path = str(Path(where) / REPORT_MARKER)
+    try:
+        data = read_summary(folder)
+    except FileNotFoundError:
+        raise SpecError("no summary.json here: not a run folder (make one with `mcflops run FILE`)",
+                        path=where) from None
+    except OSError as e:
+        raise SpecError(f"cannot read: {e.strerror}", path=path) from None
+    except ValueError as e:
+        raise SpecError(f"not JSON mcflops wrote ({e})", path=path) from None
+    if not isinstance(data, dict) or not REPORT_KEYS <= data.keys():
+        raise SpecError(f"not a summary mcflops wrote (expected a JSON object with {', '.join(sorted(REPORT_KEYS))})",
+                        path=path)
+    try:
+        pages = render(folder, label=files.label(folder))
+    except (TypeError, KeyError, AttributeError, IndexError, ValueError) as e:
+        if isinstance(e, SpecError):
+            raise
+        raise SpecError(f"a field of the wrong kind (not as mcflops writes it: {type(e).__name__} {e})",
+                        path=path) from None
+    for name, text in pages.items():
+        try:
+            files.replace_text(folder / name, text)
+        except OSError as e:
+            raise SpecError(f"cannot write {name}: {e.strerror}", path=where) from None
