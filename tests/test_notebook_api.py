@@ -48,7 +48,7 @@ def test_repr_is_a_few_lines(res):
     text = repr(res)
     assert 3 <= text.count("\n") + 1 <= 8 and len(text) < 800, text
     assert "api-test" in text and "gpu_hours" in text and "posterior" in text
-    assert mcflops.api.format_number(res.prior["gpu_hours"]["p50"]) in text
+    assert mcflops.numbers.format_number(res.prior["gpu_hours"]["p50"]) in text
 
     class Printer:
         def text(self, t):
@@ -67,7 +67,7 @@ def test_repr_html_parses_and_holds_the_headline(res):
     assert not parser.open and "table" in parser.tags and "script" not in parser.tags
     text = "".join(parser.text)
     assert "<script>alert(1)</script> & co" in text  # the description, escaped, shown as text
-    fmt = mcflops.api.format_number
+    fmt = mcflops.numbers.format_number
     for name in ("gpu_hours", "wall_days", "cost"):
         for which in (res.prior, res.posterior):
             for k in ("p5", "p50", "p95"):
