@@ -291,7 +291,7 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
             at = start + s * sub  # the sub-block's first draw in the block
             W, v, valid, D = _draw(model, lay.rows, names, ks, at, sub, n_valid)
             w0 = valid.astype(f32)
-            smp = np.asarray(lay.sampled)
+            smp = np.asarray(lay.sampled, dtype=np.int32)  # may be empty: every row known exactly
             if lik is not None:  # the posterior weighs e^d of every row
                 y = jnp.where(valid[None, :], jnp.exp(D), 0.0)
                 ys = y[smp]
