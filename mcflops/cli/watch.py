@@ -107,9 +107,11 @@ def run_once(args, out_of: Callable[[Any], Path], show: Callable[[str], None] = 
     from mcflops.spec import load_spec
 
     opened = [False]
+    path = Path(args.file)
 
     def once():
         t0 = time.perf_counter()
+        started = stamp(named_files(path))
         try:
             spec = load_spec(args.file)
             res = api.run(spec, samples=args.samples, seed=args.seed, posterior=True, sensitivity=False)
@@ -123,6 +125,8 @@ def run_once(args, out_of: Callable[[Any], Path], show: Callable[[str], None] = 
             write.check_out(out)
             print_result(res, data)
             sys.stdout.flush()
+            if stamp(named_files(path)) != started:  # saved again meanwhile: that run writes the folder
+                return res
             write.write_run(out, res, data)
             show(f"wrote {out}/ ({time.perf_counter() - t0:.2f} s after the save was seen)")
         except SpecError as e:
