@@ -19,17 +19,16 @@ from typing import Any, Callable
 DEFAULT_POLL_S = 0.05
 
 
-def add_parser(sub) -> None:
-    from mcflops.cli.args import _positive_int, _seed
-
+def add_parser(sub, whole: Callable[[str], int], seed: Callable[[str], int]) -> None:
+    """The `watch` subparser; ``whole`` and ``seed`` parse --samples and --seed as the other commands do."""
     w = sub.add_parser("watch", help="re-run a prior file on each save: tables reprinted, report re-rendered",
                        description="Keep one process warm and re-run FILE each time it (or a file it names, such "
                        "as an architecture's hf_config) is saved: the tables are printed again, then the run folder "
                        "(summary.json, figures, report) is rewritten. A bad edit prints its one-line error and waits "
                        "for the next save. Ctrl-C to stop.")
     w.add_argument("file", help="prior file (YAML), e.g. priors/llama405b.yaml")
-    w.add_argument("--samples", type=_positive_int, help="Monte Carlo draws (default: the file's samples:)")
-    w.add_argument("--seed", type=_seed, help="random seed (default: the file's seed:)")
+    w.add_argument("--samples", type=whole, help="Monte Carlo draws (default: the file's samples:)")
+    w.add_argument("--seed", type=seed, help="random seed (default: the file's seed:)")
     w.add_argument("--out", help="output folder (default: reports/<name>/), rewritten after each run")
     w.add_argument("--no-report", action="store_true", help="print the tables only; write no run folder")
     w.add_argument("--open", action="store_true", help="open report.html in the browser after the first run")
