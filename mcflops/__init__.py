@@ -9,12 +9,44 @@ Public API (a notebook uses it the way the CLI does)::
     res.write("reports/mine")                           # the folder `mcflops run` writes, report included
     p = mcflops.plan(spec, deadline_days=90)            # also: sample, compare, sensitivity, calibrate
     mcflops.write("plan", p, "out/")                    # plan.json and plan.png, as `mcflops plan --out`
+
+The names are loaded on first use (PEP 562): ``import mcflops.cli`` for ``mcflops validate`` then
+imports neither the API layer nor NumPy's heavier users before they are needed.
 """
 
-from mcflops.api import (Result as Result, calibrate as calibrate, compare as compare, device_name as device_name,
-                         plan as plan, run as run, sample as sample, sensitivity as sensitivity, write as write)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from mcflops._version import version as version
 from mcflops.errors import SpecError as SpecError
-from mcflops.spec import Spec as Spec, load_spec as load_spec, resolved_dict as resolved_dict
+
+if TYPE_CHECKING:
+    from mcflops.api import (Result as Result, calibrate as calibrate, compare as compare, device_name as device_name,
+                             plan as plan, run as run, sample as sample, sensitivity as sensitivity, write as write)
+    from mcflops.spec import Spec as Spec, load_spec as load_spec, resolved_dict as resolved_dict
+
+# public name -> the module that defines it
+_HOME = {**dict.fromkeys(("Result", "calibrate", "compare", "device_name", "plan", "run", "sample", "sensitivity",
+                          "write"),
+                         "mcflops.api"),
+         **dict.fromkeys(("Spec", "load_spec", "resolved_dict"), "mcflops.spec")}
+
+__all__ = ["Result", "Spec", "SpecError", "calibrate", "compare", "device_name", "load_spec", "plan",
+           "resolved_dict", "run", "sample", "sensitivity", "version", "write", "__version__"]
 
 __version__ = version()
+
+
+def __getattr__(name: str):
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'mcflops' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))

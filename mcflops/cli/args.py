@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mcflops.cli import arch
+from mcflops.cli import arch, watch
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("dir", help="a run folder written by `mcflops run`, e.g. reports/llama405b")
     _sens_parsers(sub, common)
     arch.add_parser(sub)
+    watch.add_parser(sub, _positive_int, _seed)
     ca = sub.add_parser("calibrate", help="fit effective utilization (MFU x goodput) to the published runs; "
                         "leave-one-out check",
                         description="Fit the hierarchical model of effective utilization u = MFU x goodput to the "

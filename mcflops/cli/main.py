@@ -18,7 +18,8 @@ from mcflops.errors import SpecError
 # command -> the module of mcflops.cli that runs it (its ``command(args)``), imported when used:
 # `mcflops report` and `mcflops validate` never import JAX
 COMMANDS = {"run": "run", "sample": "run", "validate": "validate", "schema": "validate", "report": "report",
-            "sensitivity": "sensitivity", "plan": "plan", "compare": "compare", "calibrate": "calibrate", "arch": "arch"}
+            "sensitivity": "sensitivity", "plan": "plan", "compare": "compare", "calibrate": "calibrate", "arch": "arch",
+            "watch": "watch"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,111 @@
+"""Speed as felt: whole-process times of the commands a user types, each in a fresh process.
+
+    .venv/bin/python benchmarks/cli_speed.py                  # every command, 5 repeats
+    .venv/bin/python benchmarks/cli_speed.py --repeats 3 --only validate,sample
+    .venv/bin/python benchmarks/cli_speed.py --json out.json  # also write the figures as JSON
+
+Commands (targets on the 2-core reference machine in benchmarks/RESULTS.md):
+
+* ``mcflops validate priors/llama405b.yaml`` (<= 0.6 s, and no JAX import);
+* ``mcflops sample priors/llama405b.yaml`` warm (<= 1.5 s);
+* ``mcflops run priors/llama405b.yaml`` warm (<= 3 s) and cold, with an empty JAX compilation cache
+  (<= 10 s).
+
+Each command runs ``--repeats`` times in a fresh process; the runs of every command are
+interleaved round by round, so that a busy neighbour slows all of them alike. The reference is the
+start-up of ``python -c "import numpy"`` measured in the same rounds: on a shared machine the
+ratio to it moves less than the seconds do. Reported: median and minimum seconds, and the median
+ratio to the reference. "warm" means the persistent compilation cache was filled by an untimed run
+first (the cache folder is a fresh temporary one, so the user's own cache is left alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRIOR = "priors/llama405b.yaml"
+
+
+def _mcflops(*args: str) -> list[str]:
+    return [sys.executable, "-m", "mcflops.cli", *args]
+
+
+def commands(out: str) -> dict[str, list[str]]:
+    return {
+        "reference: python -c 'import numpy'": [sys.executable, "-c", "import numpy"],
+        "validate": _mcflops("validate", PRIOR),
+        "sample (warm)": _mcflops("sample", PRIOR, "--quiet"),
+        "run (warm)": _mcflops("run", PRIOR, "--quiet", "--out", out),
+    }
+
+
+def timed(cmd: list[str], env: dict) -> float:
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
+    dt = time.perf_counter() - t
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    return dt
+
+
+def _load() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--only", help="comma-separated: validate, sample, run, cold")
+    p.add_argument("--json", help="write the figures to this file")
+    args = p.parse_args(argv)
+
+    tmp = tempfile.mkdtemp(prefix="mcflops-cli-speed-")
+    cache = os.path.join(tmp, "jax-cache")
+    env = {**os.environ, "MCFLOPS_JAX_CACHE": cache}
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    cmds = commands(os.path.join(tmp, "out"))
+    if args.only:
+        keep = set(args.only.split(","))
+        cmds = {k: v for k, v in cmds.items() if k.startswith("reference") or k.split()[0] in keep}
+    want_cold = not args.only or "cold" in args.only.split(",")
+    times: dict[str, list[float]] = {k: [] for k in cmds}
+    result: dict = {"load_before": _load(), "python": sys.version.split()[0]}
+    try:
+        if want_cold:  # the first run with an empty cache is the cold figure, and warms the cache
+            times["run (cold)"] = [timed(_mcflops("run", PRIOR, "--quiet", "--out", os.path.join(tmp, "cold")), env)]
+        else:
+            timed(_mcflops("run", PRIOR, "--quiet", "--out", os.path.join(tmp, "cold")), env)
+        timed(_mcflops("sample", PRIOR, "--quiet"), env)
+        for _ in range(args.repeats):
+            for name, cmd in cmds.items():
+                times[name].append(timed(cmd, env))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    ref = statistics.median(next(v for k, v in times.items() if k.startswith("reference")))
+    result["load_after"] = _load()
+    print(f"# load average {result['load_before']} -> {result['load_after']}; {args.repeats} rounds")
+    print(f"{'command':40s} {'median s':>9s} {'min s':>7s} {'x reference':>12s}")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        result[name] = {"median_s": med, "min_s": min(ts), "ratio_to_reference": med / ref, "n": len(ts)}
+        print(f"{name:40s} {med:9.2f} {min(ts):7.2f} {med / ref:12.1f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

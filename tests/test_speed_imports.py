@@ -1,0 +1,59 @@
+"""What the quick commands import: `mcflops validate` must answer without loading JAX, the API layer, or
+the figure and netCDF libraries (their import alone costs seconds on a small machine). Checked in a fresh
+interpreter, since this test process has imported everything already."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HEAVY = ("jax", "jaxlib", "matplotlib", "arviz", "xarray", "h5netcdf", "rich", "mcflops.api", "mcflops.engine",
+         "mcflops.model")
+
+PROBE = """
+import json, sys
+from mcflops.cli import main
+rc = main(sys.argv[1:])
+print(json.dumps({"rc": rc, "modules": sorted(sys.modules)}))
+"""
+
+
+def _modules(*argv: str) -> tuple[int, set[str]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, cwd=ROOT, env=env,
+                       check=False, timeout=120)
+    assert r.stdout.strip(), r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    return out["rc"], set(out["modules"])
+
+
+def _heavy(mods: set[str]) -> list[str]:
+    return sorted(m for m in mods if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+def test_validate_imports_no_jax_nor_api():
+    rc, mods = _modules("validate", "priors/llama405b.yaml", "priors/deepseek-v3.yaml")
+    assert rc == 0
+    assert "mcflops.spec" in mods  # the probe did validate through the spec layer
+    assert _heavy(mods) == []
+
+
+def test_bad_file_is_refused_without_jax(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\npriors: {mfu: {beta: {mean: 2, sd: 0.1}}}\n")
+    rc, mods = _modules("validate", str(bad))
+    assert rc == 2
+    assert _heavy(mods) == []
+
+
+def test_package_attributes_load_on_use():
+    code = ("import sys, mcflops; a = 'mcflops.api' in sys.modules; r = mcflops.run; "
+            "print(a, 'mcflops.api' in sys.modules, r.__module__, 'load_spec' in dir(mcflops))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True, timeout=120)
+    assert r.stdout.split() == ["False", "True", "mcflops.api.calls", "True"]
