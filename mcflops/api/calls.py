@@ -103,7 +103,7 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
                       observed=observed, draws=draws, posterior=post.summary if post is not None else None,
                       posterior_draws=post.draws if post is not None else None, sensitivity=sens_out,
                       device=device_name(), timings=timings, sums=sums, model=m,
-                      notes=[*spec.notes, *notes, *scope, *(post.notes if post is not None else ())],
+                      notes=[*notes, *scope, *spec.notes, *(post.notes if post is not None else ())],
                       plan=plan_out)
 
 

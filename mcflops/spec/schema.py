@@ -167,13 +167,13 @@ def _accelerator() -> dict[str, Any]:
 def _observation() -> dict[str, Any]:
     """A published figure: a bare number (> 0), ``{value, sigma}``, ``{value, noise: normal, sd}`` or
     ``{between: [lo, hi]}``. One schema for the number and the mapping, so that its properties stay visible."""
-    props = {"value": _num(above=0, description="the published figure"),
+    props = {"value": _num(1e-300, maximum=1e300, description="the published figure (1e-300 to 1e300)"),
              "sigma": _num(above=0, maximum=5, description="relative error (lognormal sigma), default 0.05"),
              "sd": _num(above=0, description="absolute error"),
              "noise": {"enum": list(NOISES)},
              "between": _items(_num(0), 2, "[low, high]: uniform likelihood"),
              "source": _TEXT}
-    return {"type": ["object", "number", "string"], "exclusiveMinimum": 0, "pattern": _UNSIGNED,
+    return {"type": ["object", "number", "string"], "minimum": 1e-300, "maximum": 1e300, "pattern": _UNSIGNED,
             "properties": {k: props[k] for k in OBS_KEYS}, "additionalProperties": False,
             "anyOf": [{"not": {"type": "object"}}, {"required": ["value"]}, {"required": ["between"]}],
             "not": {"type": "object", "anyOf": [{"required": ["value", "between"]}, {"required": ["sigma", "sd"]}]}}
