@@ -12,6 +12,9 @@ from mcflops.spec.fields import Fields
 from mcflops.spec.types import INPUTS, OUTPUTS, Observation, Spec
 
 OBS_KEYS = ("value", "sigma", "sd", "noise", "between", "source")
+# the smallest relative error an observation may state: the float32 likelihood squares deviations over it
+# (float32 overflows past 3.4e38, so a scale much under 1e-19 of the value is no longer a number there)
+MIN_RELATIVE_SCALE = 1e-12
 NOISES = ("lognormal", "normal")
 
 
@@ -68,6 +71,12 @@ def parse_observations(where: Fields, data: Mapping, spec: Spec) -> dict[str, Ob
                 raise where.error(f"expected a relative sigma (0.05 = 5%), got {o['sigma']}", o, "sigma",
                                   f"{field_}.sigma")
             scale = sigma if noise == "lognormal" else sigma * value
+        rel = scale if noise == "lognormal" else scale / value
+        if not rel >= MIN_RELATIVE_SCALE:  # the likelihood is evaluated in float32: (d / scale)^2 overflows
+            name = "sd" if "sd" in o else "sigma"
+            raise where.error(f"a relative error of {rel:.3g} is below what the likelihood resolves in float32 "
+                              f"(at least {MIN_RELATIVE_SCALE:g}; a figure known to 4 digits is about 3e-4)",
+                              o, name, f"{field_}.{name}")
         out[key] = Observation(key, noise, value, scale, None, None, source, line)
     return out
 

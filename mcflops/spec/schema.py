@@ -22,7 +22,7 @@ from mcflops.spec.compare import compare_schema
 from mcflops.spec.correlations import ENTRY_KEYS
 from mcflops.spec.grammar import _NAMED, DIST_KEYS, FAMILIES
 from mcflops.spec.machine import ARCH_KEYS, HARDWARE_KEYS, MAX_ARCH
-from mcflops.spec.observe import NOISES, OBS_KEYS
+from mcflops.spec.observe import MIN_RELATIVE_SCALE, NOISES, OBS_KEYS
 from mcflops.spec.options import PLAN_KEYS, SENSITIVITY_KEYS
 from mcflops.spec.reported import KEYS as CLAIM_KEYS
 from mcflops.spec.types import CONVENTIONS, INPUTS, MAX_SAMPLES, OUTPUTS
@@ -168,7 +168,7 @@ def _observation() -> dict[str, Any]:
     """A published figure: a bare number (> 0), ``{value, sigma}``, ``{value, noise: normal, sd}`` or
     ``{between: [lo, hi]}``. One schema for the number and the mapping, so that its properties stay visible."""
     props = {"value": _num(1e-300, maximum=1e300, description="the published figure (1e-300 to 1e300)"),
-             "sigma": _num(above=0, maximum=5, description="relative error (lognormal sigma), default 0.05"),
+             "sigma": _num(MIN_RELATIVE_SCALE, maximum=5, description="relative error (lognormal sigma), default 0.05"),
              "sd": _num(above=0, description="absolute error"),
              "noise": {"enum": list(NOISES)},
              "between": _items(_num(0), 2, "[low, high]: uniform likelihood"),

@@ -31,6 +31,7 @@ NOT_EXPRESSIBLE = {
     "mixture_weights_sum": "weights summing to 1: arithmetic over a list",
     "normal_no_spread": "an sd against its mean (no spread): arithmetic on two values",
     "observe_between_outside_prior": "an observed interval against its prior's support: two blocks compared",
+    "observe_sd_underflow": "a normal noise's sd against its value (relative error): arithmetic on two values",
     "observe_between_reversed": "low < high: a comparison between two items",
     "output_overflow": "the outputs' range: a sum over every prior's tails",
     "params_far_from_architecture": "the parameter count of the architecture against params: arithmetic",
