@@ -59,13 +59,17 @@ def conflicts(spec, centers: Mapping[str, float], sums) -> list[str]:
 def no_draw_error(spec, centers: Mapping[str, float], sums, lik) -> SpecError:
     """The one-line error when no prior draw has a positive likelihood."""
     lines = conflicts(spec, centers, sums)
+    # the line of the first observation named (the loader kept each observation's line): the file's line to fix
+    named = [o.line for n, o in spec.observe.items() if any(t.startswith(f"observe.{n} ") for t in lines)]
+    line = named[0] if named else next(iter(spec.observe.values())).line if spec.observe else None
     if not lines:
         inside = ", ".join(f"{n} {float(sums.inside[i] / sums.n):.3g}" for i, n in enumerate(lik.names)
                            if lik.kinds[i] == "between")
         lines = [f"the observations {', '.join(lik.names)} are each possible, but no prior draw satisfies all of "
                  f"them together (prior probability inside each interval: {inside})"]
     return SpecError("no prior draw can explain the observations: " + "; ".join(lines)
-                     + "; widen those priors or check the observed values", path=spec.path, field="observe")
+                     + "; widen those priors or check the observed values", path=spec.path, line=line,
+                     field="observe")
 
 
 SCOPE_RANGE = (1.0, 99.0)  # a published figure outside the prior's 1-99% range: the two disagree

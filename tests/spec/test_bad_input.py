@@ -99,6 +99,8 @@ def test_observation_no_draw_can_explain(case, tmp_path, monkeypatch, capsys):
     rc, out, err = cli(["run", case, "--out", tmp_path / "out", "--quiet", "--method", "is"], capsys)
     assert rc == 2, out
     assert_one_line(err, str(case), h["expect"])
+    if h["line"] != "-":  # the observation's line, known from the load although the conflict shows after sampling
+        assert f"{case}:{h['line']}:" in err, err
     assert list(tmp_path.iterdir()) == []
 
 
