@@ -54,8 +54,9 @@ THROUGHPUT_SCALE = 0.15  # half-normal: throughput figures miss ~0-25% downtime
 class Config:
     """Model structure (static) and sampler sizes."""
 
-    # the grouped validation's choice among calibration.select's candidates: size, peak and their product
-    # fitted the held-out organisations and generations worse than the partially pooled effects alone
+    # the grouped validation's choice among calibration.select's candidates (`mcflops calibrate --select`):
+    # size, peak and their product fitted the held-out organisations and generations worse than the
+    # partially pooled effects alone, and heavy-tailed (Student-t) run effects better than normal ones
     covariates: tuple[str, ...] = ("moe",)
     org_effect: bool = True
     acc_effect: bool = True
@@ -63,7 +64,7 @@ class Config:
     warmup: int = 400
     draws: int = 400
     target_accept: float = 0.9
-    run_df: float | None = None  # Student-t run effects with these degrees of freedom (None: normal)
+    run_df: float | None = 4.0  # Student-t run effects with these degrees of freedom (None: normal)
 
 
 def _model_fn(cfg: Config, n_org: int, n_fam: int, n_folds: int, kinds_present: tuple[str, ...]):
