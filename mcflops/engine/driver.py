@@ -257,7 +257,8 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     ix = np.asarray(where)
     sums = Sums(n=n, names=model.names, lo=lo[ix], width=width[ix], prior=_expand(merge.prior, where),
                 first=merge.first[ix][:, : min(KEEP, n)], blocks=-(-n // size))
-    sums.extra.update(rows=rows, widened=widen, pool=pool)
+    sums.extra.update(rows=rows, widened=widen, pool=pool,
+                      exact_moments=frozenset(name for r, name in enumerate(rows) if r not in lay.sampled))
     if lik is not None:
         sums.post = _expand(merge.post, where) if merge.post is not None else None
         sums.log_max = merge.log_max

@@ -71,9 +71,16 @@ def hist_quantiles(hist: np.ndarray, lo: float, width: float, probs) -> np.ndarr
     return np.asarray(out)
 
 
+# below this sd of log x, x's sd comes from the log moments (quantity_stats): there the float32 sums' error
+# in E[y^2] - E[y]^2 (it grows as 1 / sd^2) is several percent, the log moments' Monte Carlo error a
+# fraction of one; above it the sums are as good or better (RESULTS.md, "Near-degenerate outputs")
+NARROW_LOG_SD = 1e-3
+
+
 def quantity_stats(s: Mapping[str, np.ndarray], i: int, center: float, lo: float, width: float,
-                   n_eff: float) -> dict[str, float]:
-    """mean, sd, p5..p95 and the Monte Carlo standard error of the median of quantity i."""
+                   n_eff: float, exact: bool = False) -> dict[str, float]:
+    """mean, sd, p5..p95 and the Monte Carlo standard error of the median of quantity i (``exact``: its
+    e^d moments are the distribution's own, not sums of draws)."""
     s0 = float(s["s0"])
     m1 = s["s1y"][i] / s0
     m2 = s["s2y"][i] / s0
@@ -90,6 +97,11 @@ def quantity_stats(s: Mapping[str, np.ndarray], i: int, center: float, lo: float
     ml = s["s1d"][i] / s0
     out["log_mean"] = float(center + ml)
     out["log_sd"] = float(math.sqrt(max(s["s2d"][i] / s0 - ml * ml, 0.0)))
+    if not exact and 0.0 < out["log_sd"] < NARROW_LOG_SD:
+        # a near-degenerate quantity: E[y^2] - E[y]^2 of y = e^d cancels in the float32 block sums (it gave
+        # sd 0, or far too large), while the centred d's moments do not; the delta method, sd(e^d) ~ E[e^d]
+        # sd(d) (1 + O(sd(d)^2)), is then the more accurate
+        out["sd"] = float(out["mean"] * out["log_sd"])
     return out
 
 
@@ -100,7 +112,8 @@ def summarize(sums: Sums, centers: Mapping[str, float], which: str = "prior") ->
         n_eff = float(sums.n)
     else:
         n_eff = ess(float(s["s0"]), float(s["s0w2"]))
-    return {name: quantity_stats(s, i, centers[name], sums.lo[i], sums.width[i], n_eff)
+    exact = sums.extra.get("exact_moments", frozenset()) if which == "prior" else frozenset()
+    return {name: quantity_stats(s, i, centers[name], sums.lo[i], sums.width[i], n_eff, name in exact)
             for i, name in enumerate(sums.names)}
 
 
