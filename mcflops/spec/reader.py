@@ -160,10 +160,11 @@ _MAX_NODES = 100_000  # nodes visited with aliases expanded (a "billion laughs" 
 
 def _check_nodes(root: Any, path: str) -> None:
     """Refuse non-data tags, self-referencing aliases and alias bombs, naming the line."""
-    stack = [(root, (), root.start_mark.line + 1)]
+    stack = [(root, (), root.start_mark.line + 1, "")]
     seen = 0
     while stack:
-        node, ancestors, where = stack.pop()  # where: the line that refers to this node (its key's, for values)
+        # where: the line that refers to this node (its key's, for values); field: its dotted path of keys
+        node, ancestors, where, field = stack.pop()
         seen += 1
         line = node.start_mark.line + 1
         if seen > _MAX_NODES:
@@ -179,7 +180,7 @@ def _check_nodes(root: Any, path: str) -> None:
                             "lists, mappings); nothing in them is constructed or run", path=path, line=line)
         if not isinstance(node.value, list):
             if isinstance(node.value, str):
-                check_text(node.value, path, line)
+                check_text(node.value, path, line, field or None)
             if tag.endswith((":int", ":float")) and len(str(node.value)) > 100:
                 raise SpecError(f"a number {len(str(node.value))} characters long; write it with an exponent "
                                 "(405.9e9) or a suffix (15.6T)", path=path, line=line)
@@ -187,7 +188,10 @@ def _check_nodes(root: Any, path: str) -> None:
         if any(node is a for a in ancestors):
             raise SpecError("a YAML alias refers to a mapping or list that contains it", path=path, line=where)
         inner = ancestors + (node,)
-        for item in reversed(node.value):
+        for i, item in reversed(list(enumerate(node.value))):
             pair = item if isinstance(item, tuple) else (item,)
-            for child in pair:
-                stack.append((child, inner, pair[0].start_mark.line + 1))
+            key = pair[0].value if isinstance(item, tuple) and isinstance(pair[0].value, str) else None
+            inside = (f"{field}.{key}" if field else key) if key is not None else f"{field}[{i}]"
+            for j, child in enumerate(pair):
+                stack.append((child, inner, pair[0].start_mark.line + 1, field if len(pair) == 2 and j == 0
+                              else inside))
