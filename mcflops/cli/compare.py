@@ -7,39 +7,27 @@ from pathlib import Path
 from typing import Any
 
 from mcflops.output import figures
+from mcflops.cli.session import analysis_command
 from mcflops.cli.tables import table
 from mcflops.numbers import format_number as fmt
 
 
 def command(args) -> int:
-    import json
+    return analysis_command(args, compute, "compare.json", figures.compare, show_compare, write=write)
 
+
+def compute(args, bar) -> dict[str, Any]:
     from mcflops import api
+
+    return api.compare(args.file_a, args.file_b, output=args.output, samples=args.samples, seed=args.seed,
+                       couple=args.couple, posterior=args.posterior, progress=bar)
+
+
+def write(out: Path, data: dict[str, Any]) -> None:
+    """compare.json and compare.png, then the comparison report rendered from them."""
     from mcflops import output
-    from mcflops.cli.progress import progress
-    from mcflops.cli.session import primary, setup_jax
-    from mcflops.cli.signals import check_interrupt
 
-    setup_jax()
-    with progress(args.quiet or args.json) as bar:
-        data = api.compare(args.file_a, args.file_b, output=args.output, samples=args.samples, seed=args.seed,
-                           couple=args.couple, posterior=args.posterior, progress=bar)
-    if not primary():
-        return 0
-    check_interrupt()  # a signal during the last stage: nothing written
-    if args.out:
-        output.write_compare(Path(args.out), data, figures.compare(data))
-        data["out"] = str(args.out)
-    if args.json:
-        print(json.dumps(data, indent=2))
-        return 0
-    from rich.console import Console
-
-    con = Console()
-    show_compare(con, data)
-    if "out" in data:
-        con.print(f"\n[dim]wrote {data['out']}/ (compare.json, report.md, report.html)[/dim]")
-    return 0
+    output.write_compare(out, data, figures.compare(data))
 
 
 def show_compare(con, d: dict[str, Any]) -> None:

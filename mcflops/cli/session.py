@@ -75,9 +75,10 @@ def samples(n):
     return n
 
 
-def analysis_command(args, compute, json_name: str, figures_of, show) -> int:
+def analysis_command(args, compute, json_name: str, figures_of, show, write=None) -> int:
     """The shape of `sensitivity`, `plan` and `compare`: compute (with a progress bar), then on process 0
-    write ``json_name`` and the figures ``figures_of(data)`` to --out, then print (--json or ``show``)."""
+    write ``json_name`` and the figures ``figures_of(data)`` to --out (or ``write(out, data)``, for an
+    output with more files, e.g. compare's report), then print (--json or ``show``)."""
     import json
     from pathlib import Path
 
@@ -92,7 +93,10 @@ def analysis_command(args, compute, json_name: str, figures_of, show) -> int:
         return 0
     check_interrupt()  # a signal during the last stage: nothing written
     if args.out:
-        output.write_outputs(Path(args.out), json_name, data, figures_of(data), where=str(args.out))
+        if write is None:
+            output.write_outputs(Path(args.out), json_name, data, figures_of(data), where=str(args.out))
+        else:
+            write(Path(args.out), data)
         data["out"] = str(args.out)
     if args.json:
         print(json.dumps(data, indent=2))
