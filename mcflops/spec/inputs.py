@@ -40,12 +40,19 @@ def parse_priors(where: Fields, data: Mapping, flops: str, params_optional: bool
     return priors
 
 
-def resolve_recipes(where: Fields, data: Mapping, priors: dict[str, Dist | None], hardware: Hardware) -> None:
-    """Turn the recipes into priors (they need the hardware and the other priors), in place."""
+def resolve_recipes(where: Fields, data: Mapping, priors: dict[str, Dist | None], hardware: Hardware,
+                    arch=None) -> dict:
+    """Turn the recipes into priors (they need the hardware and the other priors), in place; returns the
+    count-dependent ones that resolved to a re-solvable object (a layout's MFU)."""
     node = data["priors"]
+    dependent = {}
     for key in [k for k, d in priors.items() if d is None]:
-        priors[key] = recipes.resolve(where, key, node, priors, hardware, data)
+        got = recipes.resolve(where, key, node, priors, hardware, data, arch)
+        if not isinstance(got, Dist):
+            dependent[key], got = got, got.at()
+        priors[key] = got
         check_domain(where, key, priors[key], node)
+    return dependent
 
 
 def fill_defaults(priors: dict[str, Dist], hardware: Hardware, flops: str, calibrated: bool = False) -> None:

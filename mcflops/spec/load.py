@@ -89,8 +89,8 @@ def _build(data: Mapping, where: Fields) -> Spec:
     priors = parse_priors(where, data, flops, params_optional=arch is not None and arch.shape() is not None)
     params_from_architecture(where, data, arch, priors)
     hardware = parse_hardware(where, data, priors)
-    resolve_recipes(where, data, priors, hardware)
-    fill_defaults(priors, hardware, flops, calibrated=recipes.is_derived(data["priors"].get("mfu")))
+    dependent = resolve_recipes(where, data, priors, hardware, arch)
+    fill_defaults(priors, hardware, flops, calibrated=recipes.is_calibrated(data["priors"].get("mfu")))
 
     spec = Spec(name=name, description=description, seed=seed, samples=samples, hardware=hardware, flops=flops,
                 architecture=arch, priors=priors, observe={}, path=where.path,
@@ -103,7 +103,7 @@ def _build(data: Mapping, where: Fields) -> Spec:
                    "correlations": correlations_block(where, data, spec),
                    "plan": plan_block(where, data, spec),
                    "compare": compare_block(where, data, spec),
-                   "count_dependent": count_dependent(where, data, hardware),
+                   "count_dependent": {**count_dependent(where, data, hardware), **dependent},
                    "reported": parse_reported(where, data, spec)})
 
 

@@ -17,19 +17,31 @@ from mcflops.priors.goodput import FAILURE_KEYS, UNCERTAIN_OK, Failures
 from mcflops.priors.table import KNOT_PROBS, table_dist
 from mcflops.spec.fields import Fields
 from mcflops.spec.grammar import parse_dist
+from mcflops.spec.layoutspec import parse_layout
 
 
 def is_derived(node: Any) -> bool:
-    """True for the recipe forms {calibrated: ...} and {failures: ...}."""
-    return isinstance(node, Mapping) and ("calibrated" in node or "failures" in node)
+    """True for the recipe forms {calibrated: ...}, {failures: ...} and {layout: ...}."""
+    return isinstance(node, Mapping) and ("calibrated" in node or "failures" in node or "layout" in node)
 
 
-def resolve(where: Fields, name: str, parent: Mapping, priors: Mapping, hardware, data: Mapping) -> Dist:
-    """Turn a recipe form into a Dist, once the file's hardware and other priors are known."""
+def is_calibrated(node: Any) -> bool:
+    """The calibrated effective utilization (MFU x goodput), which already holds the downtime."""
+    return isinstance(node, Mapping) and "calibrated" in node
+
+
+def resolve(where: Fields, name: str, parent: Mapping, priors: Mapping, hardware, data: Mapping, arch=None):
+    """Turn a recipe form into a Dist, once the file's hardware and other priors are known; a layout gives
+    its :class:`mcflops.layout.LayoutPrior` (re-solvable at any count) instead."""
     node = parent[name]
     here = where.at(parent, name, f"priors.{name}")
-    if "calibrated" in node and "failures" in node:
-        raise here.error("give either calibrated: or failures:, not both")
+    given = [k for k in ("calibrated", "failures", "layout") if k in node]
+    if len(given) > 1:
+        raise here.error(f"give one of calibrated:, failures: or layout:, not {' and '.join(given)}")
+    if "layout" in node:
+        if name != "mfu":
+            raise here.error("layout: is an mfu prior (mfu: {layout: {tp: ..., pp: ..., global_batch: ...}})")
+        return parse_layout(node, here, priors, hardware, data, arch)
     if "failures" in node:
         if name != "goodput":
             raise here.error("failures: is a goodput prior (goodput: {failures: {...}})")

@@ -123,6 +123,7 @@ def _prior(name: str, *, component: bool = False) -> dict[str, Any]:
     forms: list[dict[str, Any]] = [point, family]
     if name == "mfu" and not component:
         forms.append({"$ref": "#/$defs/calibrated"})
+        forms.append({"$ref": "#/$defs/layout"})
     if name == "goodput" and not component:
         forms.append({"$ref": "#/$defs/failures"})
     return {"anyOf": forms, "description": meaning}
@@ -148,7 +149,26 @@ def _recipes() -> dict[str, Any]:
                                             ("rate_per_gpu_hour", "checkpoint_interval_h", "restart_h")),
                         "source": _TEXT}, ("failures",))
     failures["description"] = "goodput from failures and checkpointing (Daly 2006)"
-    return {"calibrated": calibrated, "failures": failures}
+    return {"calibrated": calibrated, "failures": failures, "layout": _layout()}
+
+
+def _layout() -> dict[str, Any]:
+    """``mfu: {layout: {...}, efficiency: {...}, source: ...}`` (mcflops.spec.layoutspec)."""
+    from mcflops.layout import PARAMS, RECOMPUTE, SCHEDULES
+    from mcflops.spec.layoutspec import FLOAT_KEYS, INT_KEYS
+
+    props: dict[str, Any] = {k: _num(0 if k == "zero" else 1, integer=True) for k in INT_KEYS}
+    props["zero"] = {**props["zero"], "maximum": 3}
+    props["grad_bytes"] = {"enum": [2, 4]}
+    props.update({k: _num(above=0) for k in FLOAT_KEYS})
+    props.update(recompute={"enum": list(RECOMPUTE)}, schedule={"enum": list(SCHEDULES)},
+                 sequence_parallel={"type": "boolean"}, fsdp={"type": "boolean"})
+    # gemm is a fraction (as mfu), the others positive multiples (as tokens); a mixture is not offered
+    eff = _object({p: {"$ref": "#/$defs/component_mfu" if p == "gemm" else "#/$defs/component_tokens"}
+                   for p in PARAMS})
+    out = _object({"layout": _object(props, ("global_batch",)), "efficiency": eff, "source": _TEXT}, ("layout",))
+    out["description"] = "MFU from the parallel layout: a step-time model over efficiency priors (mcflops.layout)"
+    return out
 
 
 def _accelerator() -> dict[str, Any]:

@@ -1,0 +1,234 @@
+"""MFU from the parallel layout: a step-time model, each term a cited formula. NumPy only: no JAX here.
+
+One training step of a data-parallel replica of ``tp x pp x cp`` accelerators (``dp`` replicas, ``n`` in all)
+processes the global batch ``B`` sequences of ``s`` tokens in ``m = B / (dp b)`` micro-batches of ``b``:
+
+    T0      = F B s / (n P)                           model FLOPs at peak (F: training FLOPs per token, causal
+                                                      attention, counted from the architecture: mcflops.arch)
+    T_c     = T0 rho / (eta g u)                       compute: rho the recompute's hardware/model FLOPs,
+                                                      eta the large-GEMM efficiency (a prior), g the shape's
+                                                      share, u = min(1, m) the replicas with a micro-batch
+    T_step  = (T_c (1 + beta) + X) (1 + q)             bubble beta, exposed communication X, stragglers q
+    MFU     = T0 / T_step
+
+so MFU is the product of five factors, the waterfall from peak to achieved FLOP/s:
+
+    gemm = eta g,   recompute = 1 / rho,   pipeline = u / (1 + beta),
+    communication = T_c (1 + beta) / (T_c (1 + beta) + X),   stragglers = 1 / (1 + q).
+
+Sources of each term, beside its formula below: the bubble (Narayanan et al. 2021, "Efficient Large-Scale
+Language Model Training on GPU Clusters Using Megatron-LM", Sec. 2.2; Llama 3 Sec. 3.3.2; Qi et al. 2024
+zero-bubble and DeepSeek-V3 Table 2 for DualPipe), the tensor-parallel all-reduces per layer (Shoeybi et al.
+2019 Sec. 3, Narayanan Sec. 3.2, Korthikanti et al. 2022 Sec. 4.2 for sequence parallelism), the ring
+all-reduce time 2 (k-1)/k x bytes / bandwidth (Patarasuk & Yuan 2009; NCCL's bus bandwidth), ZeRO's
+volumes (Rajbhandari et al. 2020 Sec. 7), recompute (Korthikanti Sec. 5: full recompute adds a forward,
+4/3 of the FLOPs), the largest of n step times (the expected maximum of n normals, ~ sigma sqrt(2 ln n):
+Cramer 1946 Sec. 28.6, the Gumbel limit).
+
+The efficiency parameters are the uncertain inputs (each a prior, :data:`PARAMS`); the layout, the shape and
+the hardware fix everything else. ``exposed`` communication multiplies each class's time at full link
+bandwidth: 0 is fully overlapped, 1 is on the critical path at the link's rate, above 1 is below it (NCCL's
+bus bandwidth is some 70-90% of the link's).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+# The uncertain efficiency parameters, in the order the factors use them.
+PARAMS = ("gemm", "tp_comm", "dp_comm", "ep_comm", "straggler_cv")
+FACTORS = ("gemm", "recompute", "pipeline", "communication", "stragglers")
+SCHEDULES = ("1f1b", "interleaved", "zero_bubble", "dualpipe")
+RECOMPUTE = ("none", "selective", "full")
+
+# Calculon's (Isaev et al. 2023) A100/H100 matrix-unit efficiency by GEMM size (systems/a100_80g.json,
+# "matrix" table: >= 128 GFLOP 0.95, >= 16 GFLOP 0.90, >= 1 GFLOP 0.60, below 0.10), read as points of a
+# curve in log size (log-linear between them) and taken relative to its top: the shape's share ``g``.
+_GEMM_POINTS = ((0.0625e9, 0.10), (1e9, 0.60), (16e9, 0.90), (128e9, 0.95))
+
+
+def gemm_shape_share(op_flops) -> np.ndarray:
+    """``g``: a GEMM of ``op_flops`` FLOPs relative to a large one (1 at >= 128 GFLOP)."""
+    x = np.log(np.maximum(np.asarray(op_flops, float), 1.0))
+    xs = np.log([p[0] for p in _GEMM_POINTS])
+    ys = np.asarray([p[1] for p in _GEMM_POINTS]) / _GEMM_POINTS[-1][1]
+    return np.interp(x, xs, ys)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The parallel layout as a prior file gives it (``mfu: {layout: {...}}``); ``dp`` None follows the count."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    cp: int = 1
+    ep: int = 1
+    vpp: int = 1  # virtual stages per pipeline rank (interleaved 1F1B)
+    micro_batch: int = 1  # sequences
+    global_batch: int = 1  # sequences per optimizer step
+    recompute: str = "none"
+    schedule: str = "1f1b"
+    zero: int = 1  # ZeRO stage over the data-parallel ranks: 0 none, 1 optimizer, 2 + gradients, 3 + weights
+    sequence_parallel: bool = True  # with tp > 1 (Korthikanti et al. 2022)
+    grad_bytes: int = 4  # bytes per gradient element reduced (fp32 main gradients: Megatron, Llama 3)
+    nvlink_gb_s: float | None = None  # scale-up bandwidth per accelerator per direction (GB/s)
+    nvlink_domain: int | None = None  # accelerators in one scale-up domain
+    network_gb_s: float | None = None  # scale-out bandwidth per accelerator per direction (GB/s)
+
+    def data_parallel(self, count: float) -> float:
+        """dp at ``count`` accelerators: the file's, or count / (tp pp cp) (real-valued off the grid)."""
+        return float(self.dp) if self.dp is not None else count / (self.tp * self.pp * self.cp)
+
+
+@dataclass(frozen=True)
+class Terms:
+    """The deterministic parts of one step at one count (seconds per step, per accelerator)."""
+
+    count: float
+    dp: float
+    micro_batches: float  # m (below 1: replicas beyond B / b sit idle)
+    busy: float  # share of data-parallel replicas with work: min(1, m)
+    t0: float  # model FLOPs at peak
+    rho: float  # hardware / model FLOPs for the recompute
+    g: float  # GEMM shape share
+    bubble: float  # beta
+    comm: Mapping[str, float]  # each class's time at full link bandwidth: tp (TP + CP), dp (DP + PP), ep
+    straggler_scale: float  # sqrt(2 ln n): q = cv x this
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+def bubble_ratio(schedule: str, p: int, v: int, m: float) -> float:
+    """Pipeline bubble time over ideal compute time for ``m`` micro-batches on ``p`` stages."""
+    if p <= 1:
+        return 0.0
+    m = max(m, 1.0)
+    if schedule == "1f1b":
+        return (p - 1) / m  # GPipe and 1F1B: (p - 1) / m (Narayanan et al. 2021, Sec. 2.2.1)
+    if schedule == "interleaved":
+        return (p - 1) / (v * m)  # (p - 1) / (v m) (Narayanan Sec. 2.2.2; Llama 3 Sec. 3.3.2: (PP-1)/(V M))
+    if schedule == "zero_bubble":
+        # ZB-H1 (Qi et al. 2024; DeepSeek-V3 Table 2 "ZB1P"): (p - 1)(F + B - 2W) with F = B = W, of an ideal
+        # m (F + B + W): a third of 1F1B's
+        return (p - 1) / (3.0 * m)
+    if schedule == "dualpipe":
+        # DeepSeek-V3 Table 2: (p/2 - 1)(F&B + B - 3W) with F&B = F + B + W, F = B = W: 2 (p/2 - 1) / (3 m)
+        return max(p / 2.0 - 1.0, 0.0) * 2.0 / (3.0 * m)
+    raise ValueError(f"unknown schedule {schedule!r}")
+
+
+def recompute_ratio(mode: str, seq: int, d_model: int) -> float:
+    """Hardware FLOPs / model FLOPs. Full: one more forward, 4/3 (Korthikanti et al. 2022, Sec. 5; MFU =
+    HFU x 6/8 in llm-foundry's and BLOOM's accounts). Selective: the attention scores' forward again, 4 b s^2 h
+    per layer over 72 b s h^2 + 12 b s^2 h (Korthikanti Sec. 5 and Eq. 2), i.e. s / (18 h + 3 s)."""
+    if mode == "none":
+        return 1.0
+    if mode == "full":
+        return 4.0 / 3.0
+    if mode == "selective":
+        return 1.0 + seq / (18.0 * d_model + 3.0 * seq)
+    raise ValueError(f"unknown recompute {mode!r}")
+
+
+def ring(k: float) -> float:
+    """A ring all-reduce moves 2 (k - 1) / k of the buffer per rank (Patarasuk & Yuan 2009); reduce-scatter
+    plus all-gather the same; all-gather or reduce-scatter alone half of it."""
+    return 2.0 * (k - 1.0) / k if k > 1 else 0.0
+
+
+def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
+    """The step's deterministic terms at ``count`` accelerators (``shape``/``counts``: mcflops.arch)."""
+    lo = layout
+    t, p, c, e, v, b = lo.tp, lo.pp, lo.cp, lo.ep, lo.vpp, lo.micro_batch
+    dp = lo.data_parallel(count)
+    s, h, L = shape.seq_len, shape.d_model, shape.layers
+    m_raw = lo.global_batch / (dp * b)
+    busy = min(1.0, m_raw)  # beyond B / b replicas there is no micro-batch for the rest
+    m = max(m_raw, 1.0)
+    per_token = counts.training_flops_per_token
+    t0 = per_token * lo.global_batch * s / (count * peak)
+
+    nv, dom, net = lo.nvlink_gb_s * 1e9, lo.nvlink_domain, lo.network_gb_s * 1e9
+    act = 2.0  # bf16 activations, bytes per element
+    s_local = s / c
+    layers_here = L / p
+    # TP: 2 all-reduces forward and 2 backward per layer (Shoeybi et al. 2019, Fig. 4; Narayanan Sec. 3.2),
+    # one more pair when the forward is recomputed; each of b s h elements. Sequence parallelism swaps each
+    # for a reduce-scatter + all-gather of the same volume (Korthikanti et al. 2022, Sec. 4.2.2).
+    n_ar = 6 if lo.recompute == "full" else 4
+    tp_bw = nv if t <= dom else net  # past one NVLink domain, TP crosses the network (Narayanan Fig. 13)
+    c_tp = m * layers_here * n_ar * ring(t) * b * s_local * h * act / tp_bw
+    # CP (Llama 3 Sec. 3.3.2): all-gather of K and V per layer forward, reduce-scatter of their gradients
+    # backward, each (cp - 1)/cp of b s kv_heads head_dim x 2 (K and V)
+    kv = 2.0 * b * s * shape.kvh * shape.hd * act
+    cp_bw = nv if t * c <= dom else net
+    c_cp = m * layers_here * 2.0 * (ring(c) / 2.0) * kv / cp_bw if c > 1 else 0.0
+    # EP: dispatch and combine all-to-alls forward and backward per MoE layer (Lepikhin et al. 2020, GShard
+    # Sec. 3.2; DeepSeek-V3 Sec. 3.2), each sending the (e - 1)/e of a rank's b s k h-element tokens that leave it
+    k = shape.experts_active or 1
+    ep_bw = nv if e * t <= dom else net
+    c_ep = (m * (shape.moe_layers / p) * 4.0 * ((e - 1.0) / e) * b * s_local * k * h * act / ep_bw
+            if shape.moe and e > 1 else 0.0)
+    # DP: gradients of this rank's parameters, once per step (ring all-reduce, or ZeRO's reduce-scatter +
+    # all-gather: the same volume; ZeRO-3 / FSDP adds a parameter all-gather, 1.5x: Rajbhandari et al. 2020,
+    # Sec. 7), over dp x cp ranks (context-parallel ranks hold the same weights)
+    dense, expert = dense_and_expert(counts, shape)
+    p_rank = (dense + expert / e) / (t * p)
+    d_sync = dp * c
+    vol = ring(d_sync) * (1.5 if lo.zero >= 3 else 1.0)
+    dp_bw = nv if count <= dom else net
+    c_dp = p_rank * lo.grad_bytes * vol / dp_bw
+    # PP: activations (b s h / t with sequence parallelism) sent forward and gradients back at each stage
+    # boundary, v boundaries per rank when interleaved (Narayanan Sec. 2.2.2)
+    pp_bytes = b * s_local * h * act / (t if lo.sequence_parallel and t > 1 else 1)
+    c_pp = m * 2.0 * v * pp_bytes / net if p > 1 else 0.0
+
+    # the largest GEMM of a micro-batch: the MLP's up projection (an expert's with a mixture of experts:
+    # b s k e / E tokens reach each of a rank's experts)
+    if shape.moe:
+        tokens_e = b * s_local * k * e / shape.experts
+        op = 2.0 * tokens_e * h * (shape.moe_ffn or shape.ff) / t
+    else:
+        op = 2.0 * b * s_local * h * shape.ff / t
+    beta = bubble_ratio(lo.schedule, p, v, m_raw)
+    return Terms(count=float(count), dp=dp, micro_batches=m_raw, busy=busy, t0=t0,
+                 rho=recompute_ratio(lo.recompute, s, h), g=float(gemm_shape_share(op)), bubble=beta,
+                 comm={"tp": c_tp + c_cp, "dp": c_dp + c_pp, "ep": c_ep},
+                 straggler_scale=math.sqrt(2.0 * math.log(count)) if count > 1 else 0.0,
+                 detail={"tp_s": c_tp, "cp_s": c_cp, "dp_s": c_dp, "pp_s": c_pp, "ep_s": c_ep, "gemm_op_flops": op,
+                         "t_model_s": t0})
+
+
+def dense_and_expert(counts, shape) -> tuple[float, float]:
+    """Parameters every expert-parallel rank holds, and the routed experts' (split over ep)."""
+    if not shape.moe:
+        return float(counts.params_total), 0.0
+    from mcflops.arch import mlp_params
+
+    routed = shape.moe_layers * shape.experts * mlp_params(shape.d_model, shape.moe_ffn or shape.ff, shape.glu)
+    return float(counts.params_total - routed), float(routed)
+
+
+def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The five factors (arrays over the draws of :data:`PARAMS`); their product is the MFU (true FLOPs)."""
+    eta = np.asarray(draws["gemm"], float) * tm.g
+    t_c = tm.t0 * tm.rho / eta / tm.busy  # idle replicas: the busy ones take the whole batch
+    x = (np.asarray(draws["tp_comm"]) * tm.comm["tp"] + np.asarray(draws["dp_comm"]) * tm.comm["dp"]
+         + np.asarray(draws["ep_comm"]) * tm.comm["ep"])
+    work = t_c * (1.0 + tm.bubble)
+    return {"gemm": eta, "recompute": np.full(eta.shape, 1.0 / tm.rho),
+            "pipeline": np.full(eta.shape, tm.busy / (1.0 + tm.bubble)), "communication": work / (work + x),
+            "stragglers": 1.0 / (1.0 + np.asarray(draws["straggler_cv"]) * tm.straggler_scale)}
+
+
+def mfu(tm: Terms, draws: Mapping[str, np.ndarray]) -> np.ndarray:
+    """MFU in true model FLOPs: T0 / T_step, the product of :func:`factors`."""
+    f = factors(tm, draws)
+    out = f[FACTORS[0]]
+    for name in FACTORS[1:]:
+        out = out * f[name]
+    return out

@@ -1,0 +1,191 @@
+"""The layout MFU prior: the step-time model (:mod:`mcflops.layout.model`) over the efficiency priors, as a
+quantile table at any accelerator count, with its factors for the waterfall. NumPy only: no JAX here.
+
+The efficiency parameters are independent priors; the MFU's quantiles come from a fixed Latin hypercube
+(McKay, Beckman & Conover 1979: each parameter's n draws one per stratum of probability 1/n, strata paired at
+random; NumPy's PCG64 with a fixed seed, so the same file gives the same table) mapped through each prior's
+quantile function, so every count sees the same parameter draws (common random numbers: the plan curve is
+smooth in the count). The engine samples the table like any quantile-table prior.
+
+A published GPU-hours figure constrains the MFU, and the factors only through their product. Their
+posterior is therefore the prior conditional on the MFU, reweighted by the MFU's posterior / prior ratio:
+:func:`Waterfall` bins the hypercube's draws by the MFU's prior quantiles and gives each bin the share of the
+engine's posterior MFU draws that fall in it (:func:`posterior_weights`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Mapping
+
+import numpy as np
+
+from mcflops.layout.memory import Memory, memory
+from mcflops.layout.model import FACTORS, PARAMS, Layout, Terms, factors, terms
+from mcflops.priors.dist import Dist
+from mcflops.priors.quantiles import ppf
+from mcflops.priors.table import KNOT_PROBS, table_dist
+
+DRAWS = 1 << 16  # Latin-hypercube points
+_SEED = 20240723  # fixed: a file's table is a function of the file
+
+
+@lru_cache(maxsize=4)
+def _unit(n_params: int, n: int) -> np.ndarray:
+    rng = np.random.Generator(np.random.PCG64(_SEED))
+    strata = np.stack([rng.permutation(n) for _ in range(n_params)], axis=1)
+    return (strata + rng.random((n, n_params))) / n
+
+
+@dataclass(frozen=True)
+class LayoutPrior:
+    """``mfu: {layout: ...}`` as the file wrote it, re-solvable at any accelerator count."""
+
+    layout: Layout
+    shape: Any  # mcflops.arch.Shape
+    counts: Any  # mcflops.arch.Counts
+    peak: float  # dense peak FLOP/s at the file's precision
+    capacity_gb: float | None
+    efficiency: Mapping[str, Dist]  # PARAMS -> prior
+    counting: float  # the convention's FLOPs per token / the architecture's (MFU in the file's units)
+    count: int  # the file's accelerator count
+    source: str | None = None
+    accelerator: str | None = None
+    _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
+
+    def draws(self) -> dict[str, np.ndarray]:
+        """The efficiency parameters' Latin-hypercube draws (the same at every count)."""
+        if "draws" not in self._cache:
+            u = _unit(len(PARAMS), DRAWS)
+            self._cache["draws"] = {p: np.asarray(ppf(self.efficiency[p], u[:, i]), float)
+                                    for i, p in enumerate(PARAMS)}
+        return self._cache["draws"]
+
+    def terms(self, count: int | None = None) -> Terms:
+        return terms(self.layout, self.shape, self.counts, self.peak, float(count or self.count))
+
+    def factor_draws(self, count: int | None = None) -> dict[str, np.ndarray]:
+        """Each factor's draws, ``counting`` (a constant) and ``mfu`` (their product, the file's units)."""
+        f = factors(self.terms(count), self.draws())
+        out = dict(f)
+        m = np.ones_like(f["gemm"])
+        for name in FACTORS:
+            m = m * f[name]
+        out["mfu"] = m * self.counting
+        return out
+
+    def at(self, count: int | None = None, strict: bool = False) -> Dist:
+        """The MFU prior on ``count`` accelerators (default: the file's count), as a quantile table."""
+        key = ("at", int(count or self.count))
+        if key not in self._cache:
+            m = self.factor_draws(count)["mfu"]
+            if strict and not (np.all(np.isfinite(m)) and np.all(m > 0) and np.all(m <= 1)):
+                raise ValueError(f"the layout's MFU leaves (0, 1] (between {np.nanmin(m):.3g} and "
+                                 f"{np.nanmax(m):.3g}); check the efficiency priors")
+            q = np.quantile(m, KNOT_PROBS)
+            self._cache[key] = table_dist(KNOT_PROBS, q, source=self.describe())
+        return self._cache[key]
+
+    def memory(self, count: int | None = None) -> Memory | None:
+        if self.capacity_gb is None:
+            return None
+        return memory(self.layout, self.shape, self.counts, self.capacity_gb, float(count or self.count))
+
+    def describe(self) -> str:
+        lo = self.layout
+        parts = [f"tp {lo.tp}", f"pp {lo.pp}" + (f" x vpp {lo.vpp}" if lo.vpp > 1 else ""),
+                 f"dp {lo.dp if lo.dp is not None else 'count / (tp pp cp)'}"]
+        parts += [f"{k} {getattr(lo, k)}" for k in ("cp", "ep") if getattr(lo, k) > 1]
+        text = (f"layout MFU ({', '.join(parts)}; micro-batch {lo.micro_batch}, global batch {lo.global_batch} "
+                f"sequences; recompute {lo.recompute}; {lo.schedule}; ZeRO {lo.zero}): mcflops.layout step-time model")
+        return f"{self.source} | {text}" if self.source else text
+
+    def notes(self, count: int | None = None) -> list[str]:
+        """What the layout does at ``count`` that a reviewer should know."""
+        tm = self.terms(count)
+        lo, out = self.layout, []
+        n = int(count or self.count)
+        if tm.micro_batches < 1:
+            out.append(f"layout at {n:,} accelerators: the global batch of {lo.global_batch:,} sequences gives "
+                       f"{tm.micro_batches:.2f} micro-batches per replica: {1 - tm.busy:.0%} of the data-parallel "
+                       "replicas have no work (raise global_batch or lower dp)")
+        elif lo.pp > 1 and tm.micro_batches < lo.pp:
+            out.append(f"layout at {n:,} accelerators: {tm.micro_batches:.1f} micro-batches on {lo.pp} pipeline "
+                       f"stages: the bubble is {tm.bubble:.0%} of compute time")
+        dom = lo.nvlink_domain or 0
+        if lo.tp > dom:
+            out.append(f"layout: tensor parallelism {lo.tp} spans more than one NVLink domain ({dom}): its "
+                       "all-reduces cross the network")
+        mem = self.memory(count)
+        if mem is not None and mem.headroom < 0:
+            out.append(f"layout: an estimated {mem.total / 1e9:.1f} GB per accelerator ({mem.states / 1e9:.1f} GB model "
+                       f"states, {mem.activations / 1e9:.1f} GB activations) exceeds its {mem.capacity / 1e9:.0f} GB: "
+                       "within the activation estimate's error (about 30%), but check the recompute setting")
+        elif mem is not None and mem.headroom < 0.1 * mem.capacity:
+            out.append(f"layout: {mem.total / 1e9:.1f} GB per accelerator of {mem.capacity / 1e9:.0f} GB "
+                       "(model states and activations; before workspace and fragmentation)")
+        return out
+
+
+@dataclass(frozen=True)
+class Waterfall:
+    """Peak -> achieved -> delivered FLOP/s, each factor's prior and (with posterior MFU draws) posterior."""
+
+    peak: float
+    factors: Mapping[str, Mapping[str, Mapping[str, float]]]  # factor -> {"prior": q, "posterior": q}
+    steps: tuple[tuple[str, float, float], ...]  # (label, FLOP/s before, after) at the factors' medians
+
+    def to_dict(self) -> dict:
+        return {"peak_flops": self.peak, "factors": {k: dict(v) for k, v in self.factors.items()},
+                "steps": [{"label": a, "before": b, "after": c} for a, b, c in self.steps]}
+
+
+QUANTS = {"p5": 0.05, "p50": 0.5, "p95": 0.95}
+
+
+def _wq(x: np.ndarray, w: np.ndarray | None) -> dict[str, float]:
+    if w is None:
+        return {k: float(v) for k, v in zip(QUANTS, np.quantile(x, list(QUANTS.values())))}
+    o = np.argsort(x)
+    c = np.cumsum(w[o])
+    c /= c[-1]
+    return {k: float(x[o][min(np.searchsorted(c, p), len(x) - 1)]) for k, p in QUANTS.items()}
+
+
+def posterior_weights(prior_mfu: np.ndarray, posterior_mfu: np.ndarray, bins: int = 200) -> np.ndarray:
+    """Weights on the prior draws that turn them into draws from the posterior: each bin of the prior's
+    quantiles gets the posterior's share of draws in it (the MFU's posterior / prior ratio, piecewise)."""
+    edges = np.quantile(prior_mfu, np.linspace(0.0, 1.0, bins + 1))
+    edges[0], edges[-1] = -np.inf, np.inf
+    which = np.clip(np.searchsorted(edges, prior_mfu, side="right") - 1, 0, bins - 1)
+    post = np.bincount(np.clip(np.searchsorted(edges, posterior_mfu, side="right") - 1, 0, bins - 1),
+                       minlength=bins).astype(float)
+    prior = np.bincount(which, minlength=bins).astype(float)
+    ratio = np.divide(post, prior, out=np.zeros(bins), where=prior > 0)
+    return ratio[which]
+
+
+def waterfall(prior: LayoutPrior, count: int | None = None, posterior_mfu=None, goodput=None) -> Waterfall:
+    """The factors' 90% intervals and medians, prior and (given the engine's posterior MFU draws) posterior;
+    ``goodput``: its median, the last step (achieved -> delivered)."""
+    f = prior.factor_draws(count)
+    w = None if posterior_mfu is None else posterior_weights(f["mfu"], np.asarray(posterior_mfu, float))
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for name in (*FACTORS, "mfu"):
+        out[name] = {"prior": _wq(f[name], None)}
+        if w is not None:
+            out[name]["posterior"] = _wq(f[name], w)
+    use = "posterior" if w is not None else "prior"
+    steps, level = [], prior.peak
+    for name in FACTORS:
+        nxt = level * out[name][use]["p50"]
+        steps.append((name, level, nxt))
+        level = nxt
+    if prior.counting != 1.0:
+        steps.append(("counting", level, level * prior.counting))
+        level *= prior.counting
+    if goodput is not None and math.isfinite(goodput):
+        steps.append(("goodput", level, level * goodput))
+    return Waterfall(prior.peak, out, tuple(steps))

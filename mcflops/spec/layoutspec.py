@@ -1,0 +1,156 @@
+"""``mfu: {layout: {...}, efficiency: {...}, source: ...}``: the MFU prior from the parallel layout.
+
+The layout's fields are numbers and names (:class:`mcflops.layout.Layout`); ``efficiency:`` may override any of
+the efficiency priors (:data:`mcflops.layout.PARAMS`), which default to the shipped fit
+(``mcflops/data/layout_fit.json``). The model needs the architecture's shape (its MLP width) and the
+accelerator's peak, memory and bandwidths (the catalogue's, or ``nvlink_gb_s``/``nvlink_domain``/
+``network_gb_s`` in the layout). A layout that cannot hold the model in the accelerator's memory is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Mapping
+
+from mcflops import chain as napkin
+from mcflops import hardware as catalogue
+from mcflops.errors import kind
+from mcflops.layout import ACTIVATION_ERROR, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, load_fit
+from mcflops.numbers import parse_number
+from mcflops.priors.quantiles import ppf
+from mcflops.spec.fields import Fields
+from mcflops.spec.grammar import parse_dist
+
+INT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "zero", "grad_bytes",
+            "nvlink_domain")
+FLOAT_KEYS = ("nvlink_gb_s", "network_gb_s")
+KEYS = (*INT_KEYS, *FLOAT_KEYS, "recompute", "schedule", "sequence_parallel", "fsdp")
+_FIT_PATH = str(Path(__file__).resolve().parents[1] / "data" / "layout_fit.json")
+
+
+def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: Mapping, arch) -> LayoutPrior:
+    """Parse the recipe into a :class:`LayoutPrior` at the file's count (checks the memory there)."""
+    here.keys(node, ("layout", "efficiency", "source"), where=" beside layout:",
+              listing="expected layout:, efficiency: and source:", per_key=False)
+    err = here.error
+    lay = here.mapping(node, "layout", expected="layout: {tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, "
+                       "recompute, schedule, zero}", got=False)
+    here.keys(lay, KEYS, listing=f"expected: {', '.join(KEYS)}", per_key=False)
+    source = here.text(node, "source", expected="source: to be text", got=False)
+    if arch is None or arch.shape() is None:
+        raise err("mfu: {layout: ...} needs an architecture: block with its MLP width (ffn), or a preset")
+    if hardware.accelerator is None:
+        raise err("mfu: {layout: ...} needs hardware.accelerator (its memory and bandwidths)")
+    if not hardware.count:
+        raise err("mfu: {layout: ...} needs hardware.count (the data-parallel degree follows from it)")
+    acc = catalogue.get(hardware.accelerator)
+
+    vals: dict[str, Any] = {}
+    for k in INT_KEYS:
+        if k in lay:
+            low = 0 if k == "zero" else 1
+            x = parse_number(lay[k])
+            if x is None or x != int(x) or x < low:
+                raise err(f"expected layout.{k}: a whole number >= {low}, got {lay[k]!r}", lay, k)
+            vals[k] = int(x)
+    for k in FLOAT_KEYS:
+        if k in lay:
+            x = parse_number(lay[k])
+            if x is None or x <= 0:
+                raise err(f"expected layout.{k}: a number > 0 (GB/s), got {lay[k]!r}", lay, k)
+            vals[k] = float(x)
+    for k, allowed in (("recompute", RECOMPUTE), ("schedule", SCHEDULES)):
+        if k in lay:
+            if lay[k] not in allowed:
+                raise err(f"expected layout.{k}: one of {', '.join(allowed)}, got {lay[k]!r}", lay, k)
+            vals[k] = str(lay[k])
+    for k in ("sequence_parallel", "fsdp"):
+        if k in lay and not isinstance(lay[k], bool):
+            raise err(f"expected layout.{k}: true or false, got {kind(lay[k])}", lay, k)
+    if lay.get("fsdp"):
+        if vals.get("zero", 3) != 3:
+            raise err("layout: fsdp: true is ZeRO stage 3 (fully sharded); leave zero out or set zero: 3", lay, "zero")
+        vals["zero"] = 3
+    if "sequence_parallel" in lay:
+        vals["sequence_parallel"] = bool(lay["sequence_parallel"])
+    if "global_batch" not in vals:
+        raise err("layout: missing global_batch (sequences per optimizer step)", lay, None)
+    if vals.get("zero", 1) > 3:
+        raise err(f"expected layout.zero: 0, 1, 2 or 3, got {vals['zero']}", lay, "zero")
+    if vals.get("grad_bytes", 4) not in (2, 4):
+        raise err(f"expected layout.grad_bytes: 2 (bf16) or 4 (fp32), got {vals['grad_bytes']}", lay, "grad_bytes")
+    if vals.get("vpp", 1) > 1 and "schedule" not in vals:
+        vals["schedule"] = "interleaved"
+    if vals.get("schedule") == "interleaved" and vals.get("vpp", 1) < 2:
+        raise err("layout: schedule: interleaved needs vpp >= 2 (virtual stages per pipeline rank)", lay, "schedule")
+    layout = Layout(**vals)
+
+    shape, counts = arch.shape(), arch.counts()
+    t, p, c, e = layout.tp, layout.pp, layout.cp, layout.ep
+    if shape.layers < p * layout.vpp:
+        raise err(f"layout: {shape.layers} layers cannot fill pp x vpp = {p * layout.vpp} pipeline chunks", lay, "pp")
+    if shape.heads % t:
+        raise err(f"layout: {shape.heads} attention heads do not split over tp = {t}", lay, "tp")
+    if e > 1 and not shape.moe:
+        raise err("layout: ep > 1 needs a mixture of experts (architecture.experts)", lay, "ep")
+    if shape.moe and shape.experts % e:
+        raise err(f"layout: {shape.experts} experts do not split over ep = {e}", lay, "ep")
+    n = hardware.count
+    if layout.dp is not None and t * p * c * layout.dp != n:
+        raise err(f"layout: tp x pp x cp x dp = {t * p * c * layout.dp:,}, but hardware.count is {n:,} "
+                  "(leave dp out to follow the count)", lay, "dp")
+    if layout.dp is None and n % (t * p * c):
+        raise err(f"layout: hardware.count {n:,} is not a multiple of tp x pp x cp = {t * p * c}", lay, None)
+    if layout.global_batch < layout.micro_batch * layout.data_parallel(n):
+        raise err(f"layout: global_batch {layout.global_batch:,} is less than micro_batch x dp = "
+                  f"{layout.micro_batch * layout.data_parallel(n):,.0f}: some replicas would have no data", lay,
+                  "global_batch")
+
+    for k in ("nvlink_gb_s", "nvlink_domain", "network_gb_s"):
+        if k not in vals:
+            v = getattr(acc, k, None)
+            if v is None:
+                raise err(f"layout: the catalogue has no {k} for {acc.id}; give layout.{k}", lay, None)
+            layout = dataclasses.replace(layout, **{k: v})
+    eff = _efficiency(node, here, acc.id)
+    try:
+        peak = acc.peak(hardware.precision)
+    except catalogue.HardwareError as x:
+        raise err(f"layout: {x}") from None
+    conv = napkin.CONVENTIONS[data.get("flops", "6nd")]
+    n_med = float(ppf(priors["params"], 0.5)) if priors.get("params") is not None else None
+    counting = conv.per_token(arch, n_med) / counts.training_flops_per_token
+    prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id)
+    mem = prior.memory()
+    if mem is not None and mem.cannot_fit:
+        d = mem.to_dict()
+        raise err(f"layout: needs {d['total_gb']:.1f} GB per accelerator ({mem.states / 1e9:.1f} GB model states, "
+                  f"{d['activations_gb']:.1f} GB activations, at least {mem.activations * (1 - ACTIVATION_ERROR) / 1e9:.1f} "
+                  f"within the estimate's error) but {acc.id} has {d['capacity_gb']:.0f} GB; raise tp/pp, shard with "
+                  "zero, or recompute activations", lay, None)
+    try:
+        prior.at(strict=True)
+    except ValueError as x:
+        raise err(f"layout: {x}") from None
+    return prior
+
+
+def _efficiency(node: Mapping, here: Fields, acc_id: str) -> dict:
+    fit = load_fit()
+    defaults = {**fit["default"], **fit.get("accelerator", {}).get(acc_id, {})}
+    fit_where = Fields(_FIT_PATH)
+    out = {p: parse_dist(defaults[p], f"layout_fit.{p}", fit_where, defaults, p) for p in PARAMS}
+    out = {p: dataclasses.replace(d, source=defaults[p].get("source")) for p, d in out.items()}
+    if "efficiency" in node:
+        eff = here.mapping(node, "efficiency", expected="efficiency: {" + ", ".join(PARAMS) + "}", got=False)
+        here.keys(eff, PARAMS, listing=f"expected: {', '.join(PARAMS)}", per_key=False)
+        for p in eff:
+            d = parse_dist(eff[p], f"{here.field}.efficiency.{p}", here, eff, p)
+            lo = float(ppf(d, 1e-9))
+            if not lo > 0 or (p == "gemm" and float(ppf(d, 1 - 1e-9)) > 1):
+                raise here.error(f"efficiency.{p}: expected a prior on {'(0, 1]' if p == 'gemm' else '(0, inf)'}, "
+                                 f"got {d.describe()}", eff, p)
+            out[p] = d
+    return out
+

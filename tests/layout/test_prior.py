@@ -1,0 +1,87 @@
+"""The layout prior: its quantile table against an independent Monte Carlo, its count dependence, and the
+factors' posterior (the prior conditional on MFU, reweighted) against a conjugate closed form."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from mcflops.layout import FACTORS, posterior_weights, waterfall
+from mcflops.priors.quantiles import ppf
+from mcflops.priors.table import KNOT_PROBS
+from mcflops.spec import load_spec
+
+LLAMA = {
+    "name": "l405-layout", "samples": 20000,
+    "hardware": {"accelerator": "h100-sxm", "precision": "bf16", "count": 16384},
+    "architecture": {"preset": "llama3.1-405b"},
+    "priors": {"tokens": 15.6e12, "mfu": {"layout": {
+        "tp": 8, "pp": 16, "vpp": 4, "micro_batch": 1, "global_batch": 2048, "zero": 2,
+        "nvlink_gb_s": 450, "nvlink_domain": 8, "network_gb_s": 50}}},
+}
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec(LLAMA)
+
+
+def test_the_table_matches_an_independent_monte_carlo(spec):
+    """Draw each efficiency prior with NumPy's own generator (not the hypercube), run the factors, compare
+    quantiles: a quantile's MC error is sqrt(p (1 - p) / n) / density; tolerance 5 of those (both sides)."""
+    lp = spec.count_dependent["mfu"]
+    rng = np.random.default_rng(7)
+    n = 200_000
+    draws = {p: np.asarray(ppf(d, rng.random(n))) for p, d in lp.efficiency.items()}
+    from mcflops.layout import factors
+    f = factors(lp.terms(), draws)
+    m = np.prod([f[k] for k in FACTORS], axis=0) * lp.counting
+    table = lp.at()
+    got = np.asarray(ppf(table, np.array([0.05, 0.25, 0.5, 0.75, 0.95])))
+    for p, g in zip((0.05, 0.25, 0.5, 0.75, 0.95), got):
+        q = np.quantile(m, p)
+        dens = stats.gaussian_kde(m[:20000])(q)[0]
+        se = math.sqrt(p * (1 - p) / n) / dens + math.sqrt(p * (1 - p) / 65536) / dens
+        assert abs(g - q) < 5 * se, (p, g, q, se)
+
+
+def test_the_spec_prior_is_the_table_and_follows_the_count(spec):
+    lp = spec.count_dependent["mfu"]
+    assert np.allclose(ppf(spec.priors["mfu"], KNOT_PROBS[5:-5]), ppf(lp.at(16384), KNOT_PROBS[5:-5]))
+    med = [float(ppf(lp.at(n), 0.5)) for n in (4096, 8192, 16384, 32768)]
+    assert all(a > b for a, b in zip(med, med[1:]))
+
+
+def test_posterior_weights_reproduce_a_conjugate_posterior():
+    """log f1, log f2 ~ N(0, 1) and N(0, 0.5^2), independent; the figure sees m = f1 f2 with log-noise 0.2 at
+    log m = 0.3. Closed form: the bivariate normal conditioned on a noisy sum."""
+    rng = np.random.default_rng(3)
+    n = 400_000
+    a, b = rng.normal(0, 1.0, n), rng.normal(0, 0.5, n)
+    m = a + b
+    s2 = 1.0 + 0.25 + 0.04
+    # an exact posterior sample of m: N(mean, var) of the sum given the figure
+    post_mean_m = (1.25 / s2) * 0.3
+    post_var_m = 1.25 * 0.04 / s2
+    post_m = rng.normal(post_mean_m, math.sqrt(post_var_m), 200_000)
+    w = posterior_weights(m, post_m, bins=200)
+    mean_a = np.sum(w * a) / np.sum(w)
+    expect_a = (1.0 / s2) * 0.3  # Cov(a, m + e) / Var(m + e) x 0.3
+    ess = np.sum(w) ** 2 / np.sum(w * w)
+    se = math.sqrt(1.0 / ess)  # a's sd is under 1: a conservative standard error
+    assert abs(mean_a - expect_a) < 5 * se + 0.01  # + binning: 200 bins of the prior's quantiles
+
+
+def test_waterfall_steps_run_from_peak_and_carry_posteriors(spec):
+    lp = spec.count_dependent["mfu"]
+    prior_m = lp.factor_draws()["mfu"]
+    post = np.random.default_rng(0).choice(prior_m[prior_m < np.quantile(prior_m, 0.3)], 5000)
+    wf = waterfall(lp, posterior_mfu=post, goodput=0.9)
+    assert wf.steps[0][1] == pytest.approx(989.4e12)
+    assert [s[0] for s in wf.steps][:5] == list(FACTORS)
+    assert wf.steps[-1][0] == "goodput"
+    assert wf.factors["mfu"]["posterior"]["p50"] < wf.factors["mfu"]["prior"]["p50"]
+    assert wf.factors["gemm"]["posterior"]["p50"] <= wf.factors["gemm"]["prior"]["p50"]
