@@ -98,13 +98,33 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
             plan_out = jsonable(plan_mod.plan(spec, spec.plan, key=key, posterior=post is not None))
         # the failures model's degenerate regimes at the file's count (goodput under 0.5, interval far off)
         notes = [x for dep in spec.count_dependent.values() for x in dep.notes()]
+        layout_out = _layout(spec, post)
         timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
         return Result(spec=spec, seed=seed, samples=samples, chain=napkin.chain(spec), prior=prior,
                       observed=observed, draws=draws, posterior=post.summary if post is not None else None,
                       posterior_draws=post.draws if post is not None else None, sensitivity=sens_out,
                       device=device_name(), timings=timings, sums=sums, model=m,
                       notes=[*notes, *scope, *spec.notes, *(post.notes if post is not None else ())],
-                      plan=plan_out)
+                      plan=plan_out, layout=layout_out)
+
+
+def _layout(spec: Spec, post) -> dict[str, Any] | None:
+    """A layout MFU prior's account (mcflops.layout.explain): prior, and posterior when there is one."""
+    from mcflops.layout import LayoutPrior, explain
+
+    lp = spec.count_dependent.get("mfu")
+    if not isinstance(lp, LayoutPrior):
+        return None
+    pm = (post.draws or {}).get("mfu") if post is not None else None
+    g = post.summary.get("goodput", {}).get("p50") if post is not None else spec_median(spec, "goodput")
+    return jsonable(explain(lp, posterior_mfu=pm, goodput=g))
+
+
+def spec_median(spec: Spec, name: str) -> float | None:
+    from mcflops.priors.quantiles import ppf
+
+    d = spec.priors.get(name)
+    return None if d is None else float(ppf(d, 0.5))
 
 
 def _overridden(spec: SpecLike, samples: int | None, seed: int | None) -> Spec:

@@ -53,6 +53,7 @@ class Result:
     model: Any = field(default=None, repr=False)
     notes: list[str] = field(default_factory=list, repr=False)
     plan: dict[str, Any] | None = field(default=None, repr=False)  # the file's plan: block answered (plan.json's)
+    layout: dict[str, Any] | None = field(default=None, repr=False)  # a layout MFU prior's account (waterfall)
 
     def __repr__(self) -> str:
         lines = [f"Result({self.spec.name}: {self.samples:,} draws, seed {self.seed}, {self.device}, "
@@ -179,6 +180,8 @@ class Result:
             d["sensitivity"] = self.sensitivity
         if self.plan is not None:
             d["plan"] = self.plan
+        if self.layout is not None:
+            d["layout"] = self.layout
         if self.notes:
             d["notes"] = self.notes
         d["timings"] = self.timings

@@ -1,6 +1,7 @@
 """MFU from the parallel layout: a step-time model (model.py), memory per accelerator (memory.py) and the
 prior they make over the efficiency parameters (prior.py). NumPy only: no JAX here."""
 
+from mcflops.layout.explain import explain
 from mcflops.layout.fit import load_fit
 from mcflops.layout.memory import ACTIVATION_ERROR, Memory, memory
 from mcflops.layout.model import FACTORS, PARAMS, RECOMPUTE, SCHEDULES, Layout, Terms, bubble_ratio, factors, mfu, \
@@ -8,5 +9,5 @@ from mcflops.layout.model import FACTORS, PARAMS, RECOMPUTE, SCHEDULES, Layout, 
 from mcflops.layout.prior import LayoutPrior, Waterfall, posterior_weights, waterfall
 
 __all__ = ["ACTIVATION_ERROR", "FACTORS", "PARAMS", "RECOMPUTE", "SCHEDULES", "Layout", "LayoutPrior", "Memory", "Terms", "Waterfall",
-           "bubble_ratio", "factors", "load_fit", "memory", "mfu", "posterior_weights", "recompute_ratio", "terms",
+           "bubble_ratio", "explain", "factors", "load_fit", "memory", "mfu", "posterior_weights", "recompute_ratio", "terms",
            "waterfall"]

@@ -136,10 +136,12 @@ class Waterfall:
     peak: float
     factors: Mapping[str, Mapping[str, Mapping[str, float]]]  # factor -> {"prior": q, "posterior": q}
     steps: tuple[tuple[str, float, float], ...]  # (label, FLOP/s before, after) at the factors' medians
+    levels: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)  # FLOP/s after each step
 
     def to_dict(self) -> dict:
         return {"peak_flops": self.peak, "factors": {k: dict(v) for k, v in self.factors.items()},
-                "steps": [{"label": a, "before": b, "after": c} for a, b, c in self.steps]}
+                "steps": [{"label": a, "before": b, "after": c} for a, b, c in self.steps],
+                "levels": {k: dict(v) for k, v in self.levels.items()}}
 
 
 QUANTS = {"p5": 0.05, "p50": 0.5, "p95": 0.95}
@@ -179,13 +181,15 @@ def waterfall(prior: LayoutPrior, count: int | None = None, posterior_mfu=None, 
             out[name]["posterior"] = _wq(f[name], w)
     use = "posterior" if w is not None else "prior"
     steps, level = [], prior.peak
-    for name in FACTORS:
-        nxt = level * out[name][use]["p50"]
-        steps.append((name, level, nxt))
-        level = nxt
-    if prior.counting != 1.0:
-        steps.append(("counting", level, level * prior.counting))
-        level *= prior.counting
+    levels: dict[str, dict[str, dict[str, float]]] = {}
+    cum = np.full(f["gemm"].shape, prior.peak)
+    names = [*FACTORS, *(["counting"] if prior.counting != 1.0 else [])]
+    for name in names:
+        factor = prior.counting if name == "counting" else out[name][use]["p50"]
+        cum = cum * (prior.counting if name == "counting" else f[name])
+        levels[name] = {"prior": _wq(cum, None), **({"posterior": _wq(cum, w)} if w is not None else {})}
+        steps.append((name, level, level * factor))
+        level *= factor
     if goodput is not None and math.isfinite(goodput):
         steps.append(("goodput", level, level * goodput))
-    return Waterfall(prior.peak, out, tuple(steps))
+    return Waterfall(prior.peak, out, tuple(steps), levels)

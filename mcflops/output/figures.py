@@ -92,6 +92,19 @@ def sensitivity(sens: Mapping[str, Any] | None) -> Figures:
     return out
 
 
+def layout(data: Mapping[str, Any] | None) -> Figures:
+    """waterfall.png: peak to achieved to delivered FLOP/s, when the MFU prior comes from a layout."""
+    if not data or "waterfall" not in data:
+        return {}
+
+    def fig(path: Path) -> str:
+        from mcflops.plots.layout import waterfall
+
+        return waterfall(path, data)
+
+    return {"waterfall.png": fig}
+
+
 def plan(data: Mapping[str, Any]) -> Figures:
     """plan.png: the probability of finishing in time against the accelerator count (with --deadline-days)."""
     from mcflops.plots import sensitivity as plots

@@ -106,6 +106,8 @@ def run_files(res) -> tuple[list[Writer], list[str]]:
             notes.append(FIGURES_MISSING)
     if res.sensitivity and figures.can_draw():
         writers.append(lambda folder: figures.draw(folder, figures.sensitivity(res.sensitivity), digest))
+    if res.layout and figures.can_draw():  # waterfall.png, the layout section's figure
+        writers.append(lambda folder: figures.draw(folder, figures.layout(res.layout), digest))
     if res.plan and figures.can_draw():  # plan.png, the planning section's curve (with a deadline)
         writers.append(lambda folder: figures.draw(folder, figures.plan(res.plan), digest))
     return writers, notes

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mcflops.report import drivers
+from mcflops.report import layout as layout_section
 from mcflops.report import planning
 from mcflops.report import posterior
 from mcflops.report import sections
@@ -95,7 +96,9 @@ def build(run: Run) -> Document:
     if observes(run):  # a new run has no published figure to speak of
         parts.append(posterior.implied(run))
     plan = planning.planning(run)  # only when the file has a plan: block
-    parts += [drivers.drivers(run), *([plan] if plan is not None else []), sections.assumptions(run),
+    lay = layout_section.layout(run)  # only when the MFU prior comes from a parallel layout
+    parts += [*([lay] if lay is not None else []), drivers.drivers(run), *([plan] if plan is not None else []),
+              sections.assumptions(run),
               sections.reproducibility(run)]
     rest = [n for n in run.figures if n not in used_figures(run)]
     if rest:

@@ -246,7 +246,7 @@ def _figs(run, words: Sequence[str], exclude: Sequence[str] = ()) -> list[str]:
 
 
 def used_figures(run) -> set[str]:
-    return {HEADLINE_FIGURE, *_figs(run, _SENS), *_figs(run, _POST, _SENS)}
+    return {HEADLINE_FIGURE, "waterfall.png", *_figs(run, _SENS), *_figs(run, _POST, _SENS)}
 
 
 def _fig_blocks(run, names: Sequence[str]) -> list:

@@ -1,0 +1,55 @@
+"""The layout's account of one run, for summary.json and the report: the layout, the step's seconds by term,
+the memory per accelerator, the waterfall (prior and posterior) and a sentence to quote. NumPy only."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+from mcflops.layout.model import FACTORS
+from mcflops.layout.prior import LayoutPrior, waterfall
+
+LABELS = {"gemm": "GEMM efficiency", "recompute": "recomputation", "pipeline": "the pipeline bubble",
+          "communication": "exposed communication", "stragglers": "stragglers", "counting": "FLOPs not counted",
+          "goodput": "downtime"}
+IDENTIFIED = ("a GPU-hours figure constrains the factors only through their product (MFU): their posteriors move "
+              "together along it, and the split between them is the prior's")
+
+
+def explain(prior: LayoutPrior, posterior_mfu=None, goodput: float | None = None) -> dict[str, Any]:
+    """Plain data: what the report and summary.json show of a layout prior at the file's count."""
+    tm = prior.terms()
+    wf = waterfall(prior, posterior_mfu=posterior_mfu, goodput=goodput)
+    mem = prior.memory()
+    out: dict[str, Any] = {
+        "layout": dataclasses.asdict(prior.layout) | {"dp": tm.dp},
+        "accelerator": prior.accelerator, "count": prior.count,
+        "micro_batches": tm.micro_batches, "bubble": tm.bubble, "recompute_ratio": tm.rho, "gemm_shape_share": tm.g,
+        "step_seconds": {k: float(v) for k, v in tm.detail.items() if k.endswith("_s")},
+        "efficiency": {p: d.describe() for p, d in prior.efficiency.items()},
+        "counting": prior.counting,
+        "waterfall": wf.to_dict(),
+        "sentence": sentence(wf),
+        "identified": IDENTIFIED if posterior_mfu is not None else None,
+        "notes": prior.notes(),
+    }
+    if mem is not None:
+        out["memory"] = mem.to_dict()
+    return out
+
+
+def sentence(wf) -> str:
+    """"Of 989 TFLOP/s, 35% went to GEMM efficiency, ...": the waterfall's steps at their medians."""
+    tf = 1e12
+    parts = [f"{(b - a) / wf.peak:.0%} to {LABELS[name]}" for name, b, a in
+             ((n, before, after) for n, before, after in wf.steps) if b - a > 0.005 * wf.peak]
+    achieved = next((after for n, _, after in wf.steps if n == FACTORS[-1]), wf.peak)
+    text = f"Of {wf.peak / tf:,.0f} TFLOP/s per accelerator, " + (", ".join(parts) if parts else "almost nothing was lost")
+    text += f": {achieved / tf:,.0f} TFLOP/s achieved while training"
+    last = wf.steps[-1]
+    if last[0] == "goodput":
+        text += f", {last[2] / tf:,.0f} TFLOP/s delivered over the wall-clock time"
+    return text + " (medians of each factor; the factors' medians do not multiply to the MFU's median exactly)."
+
+
