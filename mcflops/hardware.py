@@ -1,4 +1,4 @@
-"""Accelerator catalogue: dense peak FLOP/s, TDP and memory per chip, as cited data.
+"""Accelerator catalogue: dense peak FLOP/s, TDP, memory and interconnect per chip, as cited data.
 
 The figures live in ``mcflops/data/accelerators.yaml`` (each entry carries its ``source``).
 This module only loads, validates and looks them up; it imports no JAX.
@@ -39,6 +39,12 @@ class Accelerator:
     source: str
     year: int | None = None
     aliases: tuple[str, ...] = ()
+    # Interconnect, per chip and per direction, in GB/s (1e9 bytes/s); None where the catalogue
+    # has no sourced figure (TPUs, parts without a reference cluster design).
+    nvlink_gb_s: float | None = None
+    nvlink_domain: int | None = None
+    network_gb_s: float | None = None
+    ici_gb_s: float | None = None
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -77,6 +83,20 @@ def _float(value: Any, where: str) -> float:
     return out
 
 
+def _optional_float(raw: Mapping[str, Any], key: str, where: str) -> float | None:
+    value = raw.get(key)
+    return None if value is None else _float(value, f"{where}.{key}")
+
+
+def _optional_count(raw: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise HardwareError(f"{_DATA}: {where}.{key}: expected a positive integer, got {value!r}")
+    return value
+
+
 def _parse(acc_id: str, raw: Mapping[str, Any]) -> Accelerator:
     where = f"accelerators.{acc_id}"
     for key in ("name", "vendor", "peak_flops", "memory_gb", "source"):
@@ -103,6 +123,10 @@ def _parse(acc_id: str, raw: Mapping[str, Any]) -> Accelerator:
         source=" ".join(str(raw["source"]).split()),
         year=None if raw.get("year") is None else int(raw["year"]),
         aliases=tuple(_norm(str(a)) for a in raw.get("aliases") or ()),
+        nvlink_gb_s=_optional_float(raw, "nvlink_gb_s", where),
+        nvlink_domain=_optional_count(raw, "nvlink_domain", where),
+        network_gb_s=_optional_float(raw, "network_gb_s", where),
+        ici_gb_s=_optional_float(raw, "ici_gb_s", where),
     )
 
 

@@ -172,3 +172,60 @@ def test_hardware_does_not_import_jax():
     code = "import sys, mcflops.hardware as h; h.catalogue(); print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# Interconnect fields: the datasheet figures halved to per direction (H100 SXM "NVLink 900 GB/s",
+# A100 600, H800 400) and one NIC per GPU in the reference designs (400 Gb/s = 50 GB/s, HDR 25).
+INTERCONNECT = [
+    ("h100-sxm", 450.0, 8, 50.0),
+    ("h100-pcie", 64.0, 8, None),
+    ("h800", 200.0, 8, 50.0),
+    ("h200", 450.0, 8, 50.0),
+    ("a100", 300.0, 8, 25.0),
+    ("b200", 900.0, 8, 50.0),
+    ("mi300x", 448.0, 8, 50.0),
+]
+
+
+@pytest.mark.parametrize("acc_id,nvlink,domain,network", INTERCONNECT)
+def test_interconnect_figures(acc_id, nvlink, domain, network):
+    acc = hw.get(acc_id)
+    assert acc.nvlink_gb_s == nvlink
+    assert acc.nvlink_domain == domain and isinstance(acc.nvlink_domain, int)
+    assert acc.network_gb_s == network
+    assert "interconnect" in acc.source.lower()
+
+
+def test_every_gpu_has_scale_up_fields_and_units_are_sane():
+    gpus = [a for a in hw.catalogue().values() if a.vendor in ("nvidia", "amd")]
+    assert {a.id for a in gpus} >= {"h100-sxm", "h100-pcie", "h800", "h200", "a100", "b200", "mi300x"}
+    for acc in gpus:
+        assert acc.nvlink_gb_s is not None and acc.nvlink_domain is not None, acc.id
+        # per direction, GB/s: between a PCIe Gen5 link and fifth-generation NVLink
+        assert 32.0 <= acc.nvlink_gb_s <= 900.0, acc.id
+        if acc.network_gb_s is not None:
+            assert acc.nvlink_gb_s > acc.network_gb_s, acc.id
+            # a 400 Gb/s NIC is 50 GB/s: the per-GPU scale-out is at most one such NIC here
+            assert 0 < acc.network_gb_s <= 50.0, acc.id
+        else:
+            assert "null" in acc.source.lower() or "no reference" in acc.source.lower(), acc.id
+    # the scale-up/scale-out ratio of the reference designs: 9x on H100, 12x on A100
+    assert hw.get("h100-sxm").nvlink_gb_s / hw.get("h100-sxm").network_gb_s == 9.0
+    assert hw.get("a100").nvlink_gb_s / hw.get("a100").network_gb_s == 12.0
+
+
+def test_tpus_have_no_unsourced_interconnect():
+    for acc in hw.catalogue().values():
+        if acc.vendor == "google":
+            assert acc.nvlink_gb_s is None and acc.nvlink_domain is None and acc.network_gb_s is None
+            assert acc.ici_gb_s is None
+
+
+def test_interconnect_fields_are_optional_and_validated():
+    raw = {"name": "x", "vendor": "nvidia", "peak_flops": {"bf16": 1.0}, "memory_gb": 1.0, "source": "s"}
+    acc = hw._parse("x", raw)
+    assert (acc.nvlink_gb_s, acc.nvlink_domain, acc.network_gb_s, acc.ici_gb_s) == (None, None, None, None)
+    with pytest.raises(hw.HardwareError, match=r"accelerators\.x\.nvlink_domain: expected a positive integer"):
+        hw._parse("x", {**raw, "nvlink_domain": 7.5})
+    with pytest.raises(hw.HardwareError, match=r"accelerators\.x\.network_gb_s: expected a positive"):
+        hw._parse("x", {**raw, "network_gb_s": -1})
