@@ -149,11 +149,12 @@ def sobol_table(ix: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, dict
 
 def analyze(key: jax.Array, model: Model, sums, draws: Mapping[str, np.ndarray],
             posterior_draws: Mapping[str, np.ndarray] | None, opts: SensitivityOptions, *,
-            progress: Callable[[int, int], None] | None = None, prior_part: dict[str, Any] | None = None
-            ) -> dict[str, Any]:
+            progress: Callable[[int, int], None] | None = None, prior_part: dict[str, Any] | None = None,
+            mfu_prior=None) -> dict[str, Any]:
     """Everything summary.json's ``sensitivity`` holds for an engine run ``sums`` of ``model`` with key ``key``:
     ``draws`` are its kept prior draws, ``posterior_draws`` the posterior's (None: no posterior), both in
-    linear units by name; ``prior_part`` is what ``prior_analysis`` already gave for the same key."""
+    linear units by name; ``prior_part`` is what ``prior_analysis`` already gave for the same key;
+    ``mfu_prior`` the spec's MFU prior (for the sweeps of a layout's fields)."""
     if prior_part is None:
         prior_part = prior_analysis(key, model, opts, progress=progress)
     out = {**prior_part, "notes": list(prior_part["notes"])}
@@ -166,6 +167,11 @@ def analyze(key: jax.Array, model: Model, sums, draws: Mapping[str, np.ndarray],
             "so variance shares are not defined there; the posterior columns are rank and log correlations")
     out["correlations"] = corr
     out["sweeps"] = sweeps
+    if opts.layout_sweeps and mfu_prior is not None:  # a layout MFU prior's fields, on the kept draws
+        from mcflops.analysis.layoutsweep import layout_sweep
+
+        out["layout_sweeps"] = {f: layout_sweep(f, vals, dists, mfu_prior, draws, opts.output, posterior_draws)
+                                for f, vals, dists in opts.layout_sweeps}
     if model.copula is not None:
         out["notes"].append("with correlations the tornado moves one input with the others at their medians given "
                             "it, and sweeps draw the others given the swept value")

@@ -90,7 +90,7 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
             say("analysing: sensitivity")
             part = background.result() if background is not None else None
             sens_out = sens.analyze(key, m, sums, draws, post.draws if post is not None else None, sens_opts,
-                                    prior_part=part)
+                                    prior_part=part, mfu_prior=spec.priors.get("mfu"))
         plan_out = None
         if spec.plan.written is not None:  # the file's plan: block, answered as `mcflops plan` answers it
             from mcflops.analysis import plan as plan_mod

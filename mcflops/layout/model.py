@@ -44,6 +44,8 @@ PARAMS = ("gemm", "tp_comm", "dp_comm", "ep_comm", "straggler_cv")
 FACTORS = ("gemm", "recompute", "pipeline", "communication", "stragglers")
 SCHEDULES = ("1f1b", "interleaved", "zero_bubble", "dualpipe")
 RECOMPUTE = ("none", "selective", "full")
+# layout fields a sensitivity sweep may vary (the rest are the cluster's or follow from these)
+SWEEPABLE = ("tp", "pp", "vpp", "cp", "ep", "micro_batch", "global_batch", "zero", "recompute", "schedule")
 
 # Calculon's (Isaev et al. 2023) A100/H100 matrix-unit efficiency by GEMM size (systems/a100_80g.json,
 # "matrix" table: >= 128 GFLOP 0.95, >= 16 GFLOP 0.90, >= 1 GFLOP 0.60, below 0.10), read as points of a
@@ -100,6 +102,31 @@ class Terms:
     comm: Mapping[str, float]  # each class's time at full link bandwidth: tp (TP + CP), dp (DP + PP), ep
     straggler_scale: float  # sqrt(2 ln n): q = cv x this
     detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+def problem(layout: Layout, shape, count: int) -> tuple[str | None, str] | None:
+    """The first reason ``layout`` cannot run ``shape`` on ``count`` accelerators, as (layout key, message)."""
+    lo = layout
+    t, p, c, e = lo.tp, lo.pp, lo.cp, lo.ep
+    if shape.layers < p * lo.vpp:
+        return "pp", f"{shape.layers} layers cannot fill pp x vpp = {p * lo.vpp} pipeline chunks"
+    if shape.heads % t:
+        return "tp", f"{shape.heads} attention heads do not split over tp = {t}"
+    if e > 1 and not shape.moe:
+        return "ep", "ep > 1 needs a mixture of experts (architecture.experts)"
+    if shape.moe and shape.experts % e:
+        return "ep", f"{shape.experts} experts do not split over ep = {e}"
+    if lo.schedule == "interleaved" and lo.vpp < 2:
+        return "schedule", "schedule: interleaved needs vpp >= 2 (virtual stages per pipeline rank)"
+    if lo.dp is not None and t * p * c * lo.dp != count:
+        return "dp", (f"tp x pp x cp x dp = {t * p * c * lo.dp:,}, but hardware.count is {count:,} "
+                      "(leave dp out to follow the count)")
+    if lo.dp is None and count % (t * p * c):
+        return None, f"hardware.count {count:,} is not a multiple of tp x pp x cp = {t * p * c}"
+    if lo.global_batch < lo.micro_batch * lo.data_parallel(count):
+        return "global_batch", (f"global_batch {lo.global_batch:,} is less than micro_batch x dp = "
+                                f"{lo.micro_batch * lo.data_parallel(count):,.0f}: some replicas would have no data")
+    return None
 
 
 def bubble_ratio(schedule: str, p: int, v: int, m: float) -> float:

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mcflops.layout.memory import Memory, memory
-from mcflops.layout.model import FACTORS, PARAMS, Layout, Terms, factors, terms
+from mcflops.layout.model import FACTORS, PARAMS, Layout, Terms, factors, problem, terms
 from mcflops.priors.dist import Dist
 from mcflops.priors.quantiles import ppf
 from mcflops.priors.table import KNOT_PROBS, table_dist
@@ -87,6 +87,24 @@ class LayoutPrior:
             q = np.quantile(m, KNOT_PROBS)
             self._cache[key] = table_dist(KNOT_PROBS, q, source=self.describe())
         return self._cache[key]
+
+    def variant(self, **changes) -> "LayoutPrior":
+        """The same prior with layout fields changed (a sweep's point); ValueError when that layout cannot run
+        or cannot fit in memory. The efficiency draws are shared (common random numbers)."""
+        import dataclasses
+
+        lay = dataclasses.replace(self.layout, **changes)
+        if "vpp" in changes and "schedule" not in changes:
+            lay = dataclasses.replace(lay, schedule="interleaved" if lay.vpp > 1 else
+                                      ("1f1b" if lay.schedule == "interleaved" else lay.schedule))
+        bad = problem(lay, self.shape, self.count)
+        if bad is not None:
+            raise ValueError(bad[1])
+        out = dataclasses.replace(self, layout=lay, _cache={"draws": self.draws()})
+        mem = out.memory()
+        if mem is not None and mem.cannot_fit:
+            raise ValueError(f"needs {mem.total / 1e9:.0f} GB per accelerator, more than its {mem.capacity / 1e9:.0f} GB")
+        return out
 
     def memory(self, count: int | None = None) -> Memory | None:
         if self.capacity_gb is None:

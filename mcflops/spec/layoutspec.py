@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from mcflops import chain as napkin
 from mcflops import hardware as catalogue
 from mcflops.errors import kind
-from mcflops.layout import ACTIVATION_ERROR, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, load_fit
+from mcflops.layout import ACTIVATION_ERROR, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, load_fit, problem
 from mcflops.numbers import parse_number
 from mcflops.priors.quantiles import ppf
 from mcflops.spec.fields import Fields
@@ -82,30 +82,13 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
         raise err(f"expected layout.grad_bytes: 2 (bf16) or 4 (fp32), got {vals['grad_bytes']}", lay, "grad_bytes")
     if vals.get("vpp", 1) > 1 and "schedule" not in vals:
         vals["schedule"] = "interleaved"
-    if vals.get("schedule") == "interleaved" and vals.get("vpp", 1) < 2:
-        raise err("layout: schedule: interleaved needs vpp >= 2 (virtual stages per pipeline rank)", lay, "schedule")
     layout = Layout(**vals)
 
     shape, counts = arch.shape(), arch.counts()
-    t, p, c, e = layout.tp, layout.pp, layout.cp, layout.ep
-    if shape.layers < p * layout.vpp:
-        raise err(f"layout: {shape.layers} layers cannot fill pp x vpp = {p * layout.vpp} pipeline chunks", lay, "pp")
-    if shape.heads % t:
-        raise err(f"layout: {shape.heads} attention heads do not split over tp = {t}", lay, "tp")
-    if e > 1 and not shape.moe:
-        raise err("layout: ep > 1 needs a mixture of experts (architecture.experts)", lay, "ep")
-    if shape.moe and shape.experts % e:
-        raise err(f"layout: {shape.experts} experts do not split over ep = {e}", lay, "ep")
     n = hardware.count
-    if layout.dp is not None and t * p * c * layout.dp != n:
-        raise err(f"layout: tp x pp x cp x dp = {t * p * c * layout.dp:,}, but hardware.count is {n:,} "
-                  "(leave dp out to follow the count)", lay, "dp")
-    if layout.dp is None and n % (t * p * c):
-        raise err(f"layout: hardware.count {n:,} is not a multiple of tp x pp x cp = {t * p * c}", lay, None)
-    if layout.global_batch < layout.micro_batch * layout.data_parallel(n):
-        raise err(f"layout: global_batch {layout.global_batch:,} is less than micro_batch x dp = "
-                  f"{layout.micro_batch * layout.data_parallel(n):,.0f}: some replicas would have no data", lay,
-                  "global_batch")
+    bad = problem(layout, shape, n)
+    if bad is not None:
+        raise err(f"layout: {bad[1]}", lay, bad[0] if bad[0] in lay else None)
 
     for k in ("nvlink_gb_s", "nvlink_domain", "network_gb_s"):
         if k not in vals:

@@ -58,16 +58,61 @@ def _sensitivity(where: Fields, parent: Mapping, spec: Spec, *, output: str | No
     n = _whole(where, node, "sobol_samples", sobol_samples, SOBOL_BASE, 1024, 1 << 26,
                "base draws in [1024, 2^26]")
     grid: dict[str, tuple[float, ...]] = {}
+    layout_grid: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
     sw = node.get("sweep", {})
     if not isinstance(sw, Mapping):
         raise where.error("expected sweep: {input: [low, high]}", node, "sweep", "sensitivity.sweep")
     for name in sw:
-        grid[str(name)] = _sweep_values(where.at(sw, name, f"sensitivity.sweep.{name}"), spec, str(name), sw[name],
-                                        p)
+        here = where.at(sw, name, f"sensitivity.sweep.{name}")
+        if _is_layout_field(spec, str(name)):
+            raw = sw[name]["values"] if isinstance(sw[name], Mapping) and set(sw[name]) == {"values"} else sw[name]
+            layout_grid[str(name)] = _layout_values(here, spec, str(name), raw)
+            continue
+        grid[str(name)] = _sweep_values(here, spec, str(name), sw[name], p)
     for text in sweeps or ():
-        name, vals = _sweep_arg(Fields(where.path, field="--sweep"), spec, text, p)
+        here = Fields(where.path, field="--sweep")
+        name, _, rest = text.partition("=")
+        if _is_layout_field(spec, name.strip()) and rest:
+            layout_grid[name.strip()] = _layout_values(here, spec, name.strip(), rest.split(","))
+            continue
+        name, vals = _sweep_arg(here, spec, text, p)
         grid[name] = vals
-    return SensitivityOptions(out, n, p, tuple(grid.items()), written=plain(parent.get("sensitivity")))
+    return SensitivityOptions(out, n, p, tuple(grid.items()), written=plain(parent.get("sensitivity")),
+                              layout_sweeps=tuple((k, v, d) for k, (v, d) in layout_grid.items()))
+
+
+def _is_layout_field(spec: Spec, name: str) -> bool:
+    from mcflops.layout import SWEEPABLE
+
+    return name in SWEEPABLE and hasattr(spec.count_dependent.get("mfu"), "variant")
+
+
+def _layout_values(here: Fields, spec: Spec, name: str, raw: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """A layout field's listed values (``pp=8,16``), each checked by building the layout's MFU prior there."""
+    from mcflops.layout import RECOMPUTE, SCHEDULES
+
+    if not isinstance(raw, (list, tuple)) or len(raw) < 2:
+        raise here.error(f"expected the values of layout field {name} to sweep, e.g. {name}=8,16 (a list of two or more)")
+    vals: list[Any] = []
+    for v in raw:
+        if name in ("recompute", "schedule"):
+            allowed = RECOMPUTE if name == "recompute" else SCHEDULES
+            if str(v).strip() not in allowed:
+                raise here.error(f"expected {name} values among {', '.join(allowed)}, got {v!r}")
+            vals.append(str(v).strip())
+        else:
+            x = parse_number(v.strip() if isinstance(v, str) else v)
+            if x is None or x != int(x) or x < (0 if name == "zero" else 1):
+                raise here.error(f"expected whole numbers for layout field {name}, got {v!r}")
+            vals.append(int(x))
+    lp = spec.count_dependent["mfu"]
+    dists = []
+    for v in vals:
+        try:
+            dists.append(lp.variant(**{name: v}).at())
+        except ValueError as e:
+            raise here.error(f"layout {name} = {v}: {e}") from None
+    return tuple(vals), tuple(dists)
 
 
 def _whole(where: Fields, node: Mapping, key: str, cli: Any, default: int, lo: int, hi: int, what: str) -> int:

@@ -113,6 +113,8 @@ class SensitivityOptions:
     points: int = SWEEP_POINTS
     sweeps: tuple[tuple[str, tuple[float, ...]], ...] = ()  # (input, grid values)
     written: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    # (layout field, values, the MFU prior at each value): a layout MFU prior's fields swept
+    layout_sweeps: tuple[tuple[str, tuple[Any, ...], tuple[Any, ...]], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
