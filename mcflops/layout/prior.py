@@ -112,6 +112,17 @@ class LayoutPrior:
             raise ValueError(f"needs {mem.total / 1e9:.0f} GB per accelerator, more than its {mem.capacity / 1e9:.0f} GB")
         return out
 
+    def to_dict(self) -> dict:
+        """The recipe back, every default filled in (what the resolved prior file writes; it loads back into
+        the same prior)."""
+        import dataclasses
+
+        lay = {k: v for k, v in dataclasses.asdict(self.layout).items() if v is not None}
+        out = {"layout": lay, "efficiency": {p: self.efficiency[p].to_dict() for p in PARAMS}}
+        if self.source:
+            out["source"] = self.source
+        return out
+
     def memory(self, count: int | None = None) -> Memory | None:
         if self.capacity_gb is None:
             return None

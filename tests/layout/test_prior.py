@@ -85,3 +85,12 @@ def test_waterfall_steps_run_from_peak_and_carry_posteriors(spec):
     assert wf.steps[-1][0] == "goodput"
     assert wf.factors["mfu"]["posterior"]["p50"] < wf.factors["mfu"]["prior"]["p50"]
     assert wf.factors["gemm"]["posterior"]["p50"] <= wf.factors["gemm"]["prior"]["p50"]
+
+
+def test_the_recipe_round_trips_through_to_dict(spec):
+    """What the resolved prior file writes loads back into the same prior (its table, at every count)."""
+    lp = spec.count_dependent["mfu"]
+    again = load_spec({**LLAMA, "priors": {**LLAMA["priors"], "mfu": lp.to_dict()}}).count_dependent["mfu"]
+    u = np.linspace(0.01, 0.99, 99)
+    for n in (8192, 16384, 32768):
+        assert np.array_equal(ppf(again.at(n), u), ppf(lp.at(n), u))
