@@ -111,6 +111,14 @@ def test_published_layouts(runs):
     r3 = runs["llama3-405b-table4-row3"].layout
     assert (r3["tp"], r3["pp"], r3["cp"], r3["dp"]) == (8, 16, 16, 8)
     assert runs["llama3-405b-table4-row3"].architecture["seq_len"] == 131072
+    # Table 4: batch size per DP group x DP, at 16M tokens per batch
+    for i, per_dp in ((1, 32), (2, 16), (3, 16)):
+        r = runs[f"llama3-405b-table4-row{i}"]
+        assert r.layout["global_batch"] == per_dp * r.layout["dp"]
+        assert r.layout["global_batch"] * r.architecture["seq_len"] == pytest.approx(16e6, rel=0.05)
+    # PaLM Sec. 4.1: MT-NLG at 65.43K tokens/s on 2,240 A100 gives 29.7% by 6N
+    mt = runs["mt-nlg-530b"]
+    assert 6 * mt.params["total"] * mt.measured["tokens_per_s_per_gpu"] / 312e12 == pytest.approx(mt.mfu, abs=0.002)
     bloom = runs["bloom-176b"]
     assert (bloom.layout["tp"], bloom.layout["pp"], bloom.layout["dp"], bloom.layout["zero"]) == (4, 12, 8, 1)
     assert bloom.measured["tflops_per_gpu"] == 149.77 and bloom.measured["convention"] == "hfu"
