@@ -49,7 +49,8 @@ def show_compare(con, d: dict[str, Any]) -> None:
     if d.get("ess") is not None:
         con.print(f"  effective sample size {d['ess']:,.0f}")
     coupled = ", ".join(f"{k} (rank correlation {v:g})" for k, v in (d.get("coupled_inputs") or {}).items())
+    ratios = "".join(f"; ratio to A {k} (x {v})" for k, v in (d.get("ratio_inputs") or {}).items())
     con.print(f"  draws: shared {', '.join(d.get('shared_inputs') or []) or 'none'}; coupled {coupled or 'none'}; "
-              f"independent {', '.join(d.get('independent_inputs') or []) or 'none'}")
+              f"independent {', '.join(d.get('independent_inputs') or []) or 'none'}{escape(ratios)}")
     for note in d.get("notes", []):
         con.print(f"[yellow]note:[/yellow] {escape(note)}")
