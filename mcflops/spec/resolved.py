@@ -3,7 +3,9 @@
 A prior that depends on the accelerator count (``goodput: {failures: ...}``) is written as its recipe, every
 default filled in (its count included), not as its table at the file's count: a rerun from the resolved file
 re-solves it at every count ``plan`` asks about, as the original does. The table the run drew from is written
-beside it as a comment (:func:`resolved_document`), for the reader; the loader recomputes it.
+beside it as a comment (:func:`resolved_document`), for the reader; the loader recomputes it. A ratio prior
+(``{relative_to: FILE, ratio: ...}``) is written as its table, with a comment: its path is relative to the
+original file, which a run folder is not beside.
 """
 
 from __future__ import annotations
@@ -92,6 +94,12 @@ def resolved_document(spec):
     for name in spec.count_dependent:
         if name in priors:
             priors.yaml_set_comment_before_after_key(name, before=_table_comment(spec, name), indent=2)
+    for r in spec.compare.ratios:  # written as the product's table: the file stands alone
+        if r.name in priors:
+            priors.yaml_set_comment_before_after_key(r.name, indent=2, before="\n".join(textwrap.wrap(
+                f"{r.name} below is the file's {r.name}: {{relative_to: {r.relative_to}, ratio: {r.ratio.describe()}}} "
+                f"resolved to a table (that file's prior times the ratio). `mcflops compare {r.relative_to} FILE` "
+                "draws it as A's draw times the ratio's from the original file, not from this one.", 100)))
     return doc
 
 

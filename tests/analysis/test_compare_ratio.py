@@ -182,3 +182,26 @@ def test_compare_against_another_file_or_coupled_is_refused(tmp_path, capsys):
     assert f"{b}:" in err and not (tmp_path / "x").exists()
     rc, err = _cli(["compare", a, b, "--couple", "mfu=0.5"], capsys)
     assert rc == 2 and "cannot also be coupled" in err and "--couple" in err
+
+
+def test_the_report_and_the_figure_say_ratio_to_a(tmp_path, capsys):
+    a, b = _files(tmp_path, n=4000)
+    assert main(["compare", str(a), str(b), "--out", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    assert "ratio to A mfu (x lognormal 90% [1.000, 1.300])" in " ".join(out.split())
+    report = (tmp_path / "cmp" / "report.md").read_text()
+    assert "ratio to A: mfu (x lognormal 90%" in report and "ratio to A (A's draw times the ratio's)" in report
+    data = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert data["ratio_inputs"] == {"mfu": "lognormal 90% [1.000, 1.300]"}
+    assert (tmp_path / "cmp" / "compare.png").stat().st_size > 1000
+
+
+def test_the_figure_label_says_ratio_to_a(tmp_path, monkeypatch):
+    from mcflops.plots import sensitivity as plots, style
+
+    a, b = _files(tmp_path, n=4000)
+    data = mcflops.compare(str(a), str(b))
+    labels = []
+    monkeypatch.setattr(style, "save", lambda fig, path: labels.append(fig.axes[0].get_xlabel()) or str(path))
+    plots.compare_ratio(tmp_path / "c.png", data)
+    assert "ratio to A: mfu (x lognormal 90% [1.000, 1.300])" in labels[0]
