@@ -11,7 +11,10 @@ How an uncertain input of B is drawn against the same input of A (its "draws"):
   JASA 53, Eq. 4.4: rho_s = (6/pi) asin(rho/2)). Both marginals stay exact, and since z -> x is increasing,
   (x_A, x_B) have rank correlation rho_s whatever the two priors are;
 - independent: the priors differ and nothing was set: w alone, ``fold_in(fold_in(key, COMPARE), crc32(name))``
-  (engine.streams), a stream no other pass draws from.
+  (engine.streams), a stream no other pass draws from;
+- ratio to A: B writes the input as ``{relative_to: A.yaml, ratio: <prior>}`` (mcflops.spec.ratio): B's value is
+  A's draw times a ratio drawn from w, ``log x_B = log x_A + log r``, so B / A for that input is the ratio
+  prior exactly, draw by draw (B's own prior, the product's quantile table, is what `mcflops run B` uses).
 
 Each file's own ``correlations:`` copula is applied after, to B's combined scores (which are independent
 standard normals again), so B's joint prior is exactly its file's. One jitted pass evaluates both models and
@@ -33,13 +36,14 @@ import numpy as np
 from mcflops import engine
 from mcflops.analysis.histpass import NBINS, quantiles, reduce
 from mcflops.errors import SpecError
-from mcflops.model.compute import Model, build_model, evaluate
+from mcflops.model.compute import Model, build_model, evaluate, outputs
 from mcflops.model.copula import apply as apply_copula
+from mcflops.model.samplers import make_sampler
 from mcflops.numbers import parse_number
 
 PROBS = (0.05, 0.25, 0.5, 0.75, 0.95)
 NAMES = ("p5", "p25", "p50", "p75", "p95")
-SHARED, COUPLED, INDEPENDENT, FIXED = "shared", "coupled", "independent", "fixed"
+SHARED, COUPLED, INDEPENDENT, FIXED, RATIO = "shared", "coupled", "independent", "fixed", "ratio to A"
 
 
 def normal_score(rho_s: float) -> float:
@@ -92,11 +96,18 @@ def coupling(spec_a, spec_b, couple: Mapping[str, Any] | Sequence[str] | None = 
     block = {n: line for (n, _), line in zip(spec_b.compare.couple, spec_b.compare.lines) if n not in given}
     couple = {**dict(spec_b.compare.couple), **given}
     pa, pb = spec_a.priors, spec_b.priors
+    _check_ratios(spec_a, spec_b, couple)
     rows = []
     for name in [*pa, *(n for n in pb if n not in pa)]:
         da, db = pa.get(name), pb.get(name)
         ua, ub = da is not None and da.family != "point", db is not None and db.family != "point"
         extra = {}
+        ratio = spec_b.compare.ratio(name)
+        if ratio is not None:
+            rows.append({"name": name, "a": da.describe(), "b": f"A's {name} x {ratio.ratio.describe()}",
+                         "draws": RATIO, "spearman": None, "ratio": ratio.ratio.describe(),
+                         "relative_to": ratio.relative_to})
+            continue
         if name in couple:
             if not ua:  # B's own block was checked against B at load
                 state = "absent from" if da is None else "a point value in"
@@ -121,6 +132,29 @@ def coupling(spec_a, spec_b, couple: Mapping[str, Any] | Sequence[str] | None = 
     return rows
 
 
+def _check_ratios(spec_a, spec_b, couple: Mapping[str, float]) -> None:
+    """B's ratio priors are relative to this A, are not coupled too, and are not in B's own correlations."""
+    import os
+
+    corr = {n for c in spec_b.correlations for n in (c.a, c.b)}
+    for r in spec_b.compare.ratios:
+        at = dict(path=spec_b.path, line=r.line, field=f"priors.{r.name}.relative_to")
+        try:
+            same = spec_a.path is not None and os.path.samefile(spec_a.path, r.path)
+        except OSError:
+            same = False
+        if not same:
+            raise SpecError(f"{r.name} is relative to {r.relative_to}, but A here is {spec_a.path}: compare "
+                            f"{r.relative_to} with this file, or give {r.name} its own prior", **at)
+        if r.name in couple:
+            raise SpecError(f"{r.name} is a ratio to A (relative_to:): its draws are A's times the ratio's, so it "
+                            "cannot also be coupled", field="--couple")
+        if r.name in corr:
+            raise SpecError(f"{r.name} is a ratio to A (relative_to:) and also in this file's correlations: in "
+                            "compare its draws are A's times the ratio's; drop the correlation or the ratio",
+                            path=spec_b.path, field="correlations")
+
+
 def _raw(key, model: Model, block, size) -> dict[str, jax.Array]:
     """A file's standard-normal scores before its own copula: the draws ``mcflops run`` makes."""
     return engine.draw_z(key, dataclasses.replace(model, copula=None), block, size)
@@ -128,7 +162,7 @@ def _raw(key, model: Model, block, size) -> dict[str, jax.Array]:
 
 def _paired(key, params, block, size, plan):
     """Both files' centred log inputs and outputs on one block's draws (``plan``: B's (input, draws) pairs)."""
-    a, b, rho, comp = params
+    a, b, rho, comp, ratios = params
     za = _raw(key, a, block, size)
     wkey = jax.random.fold_in(key, engine.COMPARE)
     zb, j = {}, 0
@@ -141,8 +175,25 @@ def _paired(key, params, block, size, plan):
             zb[name] = rho[j] * za[name] + comp[j] * w  # Gaussian copula, normal-score correlation rho
             j += 1
         else:
-            zb[name] = w
-    return evaluate(a, apply_copula(a, za)), evaluate(b, apply_copula(b, zb))
+            zb[name] = w  # independent, or the ratio's own score
+    va = evaluate(a, apply_copula(a, za))
+    return va, _evaluate_b(b, apply_copula(b, zb), va, ratios, tuple(n for n, how in plan if how == RATIO))
+
+
+def _evaluate_b(b: Model, z, va, ratios, names: tuple[str, ...]):
+    """B's centred logs (model.compute.evaluate), the ratio inputs as A's value times the ratio's:
+    d_B = d_A + d_r + (c_A + c_r - c_B), each d centred on its own float64 centre c."""
+    if not names:
+        return evaluate(b, z)
+    samplers, offsets = ratios
+    d = {}
+    for name, s in zip(b.inputs, b.samplers):
+        if name in names:
+            k = names.index(name)
+            d[name] = va[name] + samplers[k](z[name]) + offsets[k]
+        else:
+            d[name] = s(z[name]) if name in z else jnp.broadcast_to(s.a, ())
+    return {**d, **outputs(b, d)}
 
 
 _paired_call = jax.jit(_paired, static_argnames=("size", "plan"))
@@ -160,14 +211,18 @@ def _compare_rows(key, params, lik, block, size, output: str, plan):
 
 
 def _params(spec_a, spec_b, rows):
-    """(model A, model B, rho, sqrt(1 - rho^2)) and B's static plan from the coupling rows."""
+    """(model A, model B, rho, sqrt(1 - rho^2), (the ratios' samplers, their offsets)) and B's static plan
+    from the coupling rows."""
     ma, mb = build_model(spec_a), build_model(spec_b)
     how = {r["name"]: r["draws"] for r in rows}
     plan = tuple((n, how[n]) for n, s in zip(mb.inputs, mb.samplers) if s.kind != "const")
     rhos = [normal_score(r["spearman"]) for r in rows if r["draws"] == COUPLED and r["name"] in dict(plan)]
     rho = jnp.asarray(np.asarray(rhos, np.float32))
     comp = jnp.asarray(np.sqrt(np.maximum(0.0, 1.0 - np.square(np.asarray(rhos, np.float64)))).astype(np.float32))
-    return (ma, mb, rho, comp), plan
+    names = [n for n, h in plan if h == RATIO]
+    samplers = tuple(make_sampler(spec_b.compare.ratio(n).ratio) for n in names)
+    offsets = np.asarray([ma.centers[n] + s.center - mb.centers[n] for n, s in zip(names, samplers)], np.float64)
+    return (ma, mb, rho, comp, (samplers, jnp.asarray(offsets.astype(np.float32)))), plan
 
 
 def paired_draws(spec_a, spec_b, couple: Mapping[str, float] | None = None, *, size: int = 1 << 16,
@@ -198,6 +253,10 @@ def _notes(spec_a, spec_b, ma, mb, rows, posterior: bool) -> list[str]:
         notes.append(f"drawn independently in A and B (their priors differ): {', '.join(indep)}; if both files "
                      f"mean the same quantity, say how closely they move together with --couple {indep[0]}=RHO "
                      "(a rank correlation), or make the priors identical to share the draws")
+    for r in rows:
+        if r["draws"] == RATIO:
+            notes.append(f"{r['name']}: B's draw is A's times an independent draw of the ratio {r['ratio']} "
+                         f"(B's relative_to: {r['relative_to']}), so B / A for {r['name']} is that prior exactly")
     ha, hb = spec_a.hardware, spec_b.hardware
     if ha.accelerator and hb.accelerator and ha.accelerator != hb.accelerator and ha.peak_flops is not None \
             and ha.peak_flops == hb.peak_flops:
@@ -257,6 +316,7 @@ def compare(spec_a, spec_b, *, output: str = "gpu_hours", samples: int | None = 
            "shared_inputs": [r["name"] for r in rows if r["draws"] == SHARED],
            "coupled_inputs": {r["name"]: r["spearman"] for r in rows if r["draws"] == COUPLED},
            "independent_inputs": [r["name"] for r in rows if r["draws"] == INDEPENDENT],
+           "ratio_inputs": {r["name"]: r["ratio"] for r in rows if r["draws"] == RATIO},
            "ratio_hist": {"log_edges": (shift + edges).tolist(), "weights": (hist / total).tolist()},
            "notes": _notes(spec_a, spec_b, ma, mb, rows, posterior)}
     if posterior:

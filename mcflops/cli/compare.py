@@ -8,7 +8,7 @@ from typing import Any
 
 from mcflops.output import figures
 from mcflops.cli.session import analysis_command
-from mcflops.cli.tables import table
+from mcflops.cli.tables import QUARTILES, Fitted, table
 from mcflops.numbers import format_number as fmt
 
 
@@ -44,12 +44,13 @@ def show_compare(con, d: dict[str, Any]) -> None:
                   *(fmt(d[tag][k]) for k in ("p5", "p25", "p50", "p75", "p95")))
     r = d["ratio"]
     t.add_row("B / A", *(f"{r[k]:.4g}" for k in ("p5", "p25", "p50", "p75", "p95")))
-    con.print(t)
+    con.print(Fitted(t, QUARTILES))  # a narrow terminal keeps the median and the 90% interval
     con.print(f"  P(B > A) = {r['prob_b_greater']:.3f}, P(B < A) = {r['prob_b_less']:.3f}")
     if d.get("ess") is not None:
         con.print(f"  effective sample size {d['ess']:,.0f}")
     coupled = ", ".join(f"{k} (rank correlation {v:g})" for k, v in (d.get("coupled_inputs") or {}).items())
+    ratios = "".join(f"; ratio to A {k} (x {v})" for k, v in (d.get("ratio_inputs") or {}).items())
     con.print(f"  draws: shared {', '.join(d.get('shared_inputs') or []) or 'none'}; coupled {coupled or 'none'}; "
-              f"independent {', '.join(d.get('independent_inputs') or []) or 'none'}")
+              f"independent {', '.join(d.get('independent_inputs') or []) or 'none'}{escape(ratios)}")
     for note in d.get("notes", []):
         con.print(f"[yellow]note:[/yellow] {escape(note)}")

@@ -8,7 +8,7 @@ from typing import Any
 
 from mcflops.output import figures
 from mcflops.cli.session import analysis_command, plain
-from mcflops.cli.tables import table, unpadded
+from mcflops.cli.tables import QUARTILES, Fitted, table, unpadded
 from mcflops.numbers import format_number as fmt
 
 
@@ -39,7 +39,7 @@ def show_sensitivity(con, d: dict[str, Any]) -> None:
     for b in t["inputs"]:
         tt.add_row(b["input"], fmt(b["input_p5"]), fmt(b["input_p95"]), fmt(b["at_p5"]), fmt(b["at_p95"]),
                    f"{100 * b['swing_rel']:.1f}%")
-    con.print(tt)
+    con.print(Fitted(tt, ("input p5", "input p95")))  # narrow: the output's ends and the swing stay
     if d.get("unused"):
         con.print(f"  [dim]{', '.join(d['unused'])} do not enter {out}[/dim]")
     if d.get("sobol"):
@@ -53,7 +53,7 @@ def show_sensitivity(con, d: dict[str, Any]) -> None:
                 row += [f"{lin[n]['first']:.3f} ± {lin[n]['first_se']:.3f}",
                         f"{lin[n]['total']:.3f} ± {lin[n]['total_se']:.3f}"]
             st.add_row(n, *row)
-        con.print(st)
+        con.print(Fitted(st, (f"first ({out})", f"total ({out})", f"first (log {out})")))  # the log total stays
     line = shapley_line(d)
     if line:
         con.print(line)
@@ -70,7 +70,7 @@ def show_sensitivity(con, d: dict[str, Any]) -> None:
                 row += [f"{post['pearson_log'].get(n, float('nan')):+.3f}",
                         f"{post.get('spearman', {}).get(n, float('nan')):+.3f}"]
             ct.add_row(n, *row)
-        con.print(ct)
+        con.print(Fitted(ct, ("prior Spearman", "posterior Spearman")))
     for name, sw in (d.get("sweeps") or {}).items():
         given = ", drawn given each value" if sw.get("conditional") else ""
         wt = table(f"Sweep of {name} ({sw['samples']:,} draws of the other inputs{given}, the same at every value)",
@@ -78,7 +78,7 @@ def show_sensitivity(con, d: dict[str, Any]) -> None:
         for i, v in enumerate(sw["values"]):
             wt.add_row(unpadded(v), *(fmt(sw[k][i]) for k in ("p5", "p25", "p50", "p75", "p95")),
                        f"x{sw['p50_vs_first'][i]:.4g}")
-        con.print(wt)
+        con.print(Fitted(wt, (*QUARTILES, "p50 vs first")))
         r = sw["p50_vs_first"][-1]
         con.print(f"  {name} {unpadded(sw['values'][0])} -> {unpadded(sw['values'][-1])}: median {out} "
                   f"{fmt(sw['p50'][0])} -> {fmt(sw['p50'][-1])} ({'+' if r >= 1 else ''}{100 * (r - 1):.1f}%)")

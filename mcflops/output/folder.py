@@ -154,11 +154,11 @@ def write_run(out: Path, res, data: dict[str, Any] | None = None, *, check: Chec
 
 
 def _fill(tmp: Path, res, data: dict[str, Any], out: Path, writers: list[Writer], check: Callable[[], None]) -> None:
-    from mcflops.spec import resolved_dict
+    from mcflops.spec import resolved_document
 
     check()
     (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    files.write_yaml(tmp / "spec.resolved.yaml", resolved_dict(res.spec), provenance=data)
+    files.write_yaml(tmp / "spec.resolved.yaml", resolved_document(res.spec), provenance=data)
     for write in writers:
         check()
         write(tmp)

@@ -144,6 +144,8 @@ def _draws(cmp: Mapping[str, Any]) -> str:
         parts.append("coupled: " + ", ".join(f"{k} ({v:g})" for k, v in cmp["coupled_inputs"].items()))
     if cmp.get("independent_inputs"):
         parts.append(f"independent: {', '.join(cmp['independent_inputs'])}")
+    if cmp.get("ratio_inputs"):
+        parts.append("ratio to A: " + ", ".join(f"{k} (x {v})" for k, v in cmp["ratio_inputs"].items()))
     return "; ".join(parts)
 
 

@@ -18,7 +18,7 @@ DATA = "compare.json"
 FIGURE = "compare.png"
 _PNG = b"\x89PNG\r\n\x1a\n"
 _DRAWS = {"shared": "shared (the same draws)", "coupled": "coupled", "independent": "independent",
-          "fixed": "fixed (a point value)"}
+          "fixed": "fixed (a point value)", "ratio to A": "ratio to A (A's draw times the ratio's)"}
 
 
 def render(folder: str | Path) -> dict[str, str]:
@@ -61,7 +61,9 @@ def _headline(d, out, a, b, r, post, png) -> Section:
     coupled = d.get("coupled_inputs") or {}
     box.append(P([f"Shared draws: {', '.join(d.get('shared_inputs') or []) or 'none'}; coupled: "
                   f"{', '.join(f'{k} (rank correlation {v:g})' for k, v in coupled.items()) or 'none'}; "
-                  f"independent: {', '.join(d.get('independent_inputs') or []) or 'none'} (section 2)."]))
+                  f"independent: {', '.join(d.get('independent_inputs') or []) or 'none'}"
+                  + "".join(f"; ratio to A: {k} (x {v})" for k, v in (d.get("ratio_inputs") or {}).items())
+                  + " (section 2)."]))
     if post and num(d.get("ess")):
         box.append(P([f"Weighted by the files' observations ({_observed(d)}); effective sample size "
                       f"{d['ess']:,.0f}."]))
@@ -89,7 +91,9 @@ def _inputs(d) -> Section:
                          ": B takes A's draw, so it cancels from B / A. One whose priors differ is drawn ",
                          B("independently"), " unless a rank correlation was set (", C("--couple mfu=0.7"),
                          " or B's ", C("compare: {couple: {mfu: 0.7}}"), "): then it is ", B("coupled"),
-                         " by a Gaussian copula with that Spearman correlation. Which one fits is a modelling "
+                         " by a Gaussian copula with that Spearman correlation. An input B writes as ",
+                         C("{relative_to: A.yaml, ratio: <prior>}"), " is A's draw times an independent ratio draw ",
+                         "(", B("ratio to A"), "): B / A for it is the ratio prior. Which one fits is a modelling "
                          "choice: coupling makes B / A narrower when the two inputs really move together."]))
     rows = []
     for row in d.get("inputs") or []:

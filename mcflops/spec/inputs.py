@@ -17,13 +17,13 @@ MAX_LOG_INPUT = 100 * math.log(10)  # every input's extreme draws within 1e-100.
 
 def parse_priors(where: Fields, data: Mapping, flops: str, params_optional: bool = False) -> dict[str, Dist | None]:
     """The file's priors in file order; None stands for a recipe ({calibrated: ...}, {failures: ...}),
-    resolved by :func:`resolve_recipes` once the hardware is known. ``params_optional``: the architecture
-    counts them."""
+    resolved by :func:`resolve_recipes` once the hardware is known, or a ratio ({relative_to: ...}, resolved by
+    mcflops.spec.ratio). ``params_optional``: the architecture counts them."""
     node = where.mapping(data, "priors", "priors")
     where.keys(node, INPUTS, "priors", what="input", listing=f"inputs: {', '.join(INPUTS)}")
     priors: dict[str, Dist | None] = {}
     for key in node:
-        if recipes.is_derived(node[key]):
+        if recipes.is_derived(node[key]) or (isinstance(node[key], Mapping) and "relative_to" in node[key]):
             priors[key] = None  # keeps the file's order
             continue
         dist = parse_dist(node[key], f"priors.{key}", where, node, key)

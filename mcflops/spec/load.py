@@ -24,6 +24,7 @@ from mcflops.spec.machine import params_from_architecture, parse_architecture, p
 from mcflops.spec.notes import spec_notes
 from mcflops.spec.observe import parse_observations
 from mcflops.spec.options import plan_block, sensitivity_block
+from mcflops.spec.ratio import resolve_ratios
 from mcflops.spec.reader import check_texts, read_yaml
 from mcflops.spec.recipes import count_dependent
 from mcflops.spec.reported import parse_reported
@@ -87,6 +88,7 @@ def _build(data: Mapping, where: Fields) -> Spec:
                           "preset or hf_config", data, "flops", "flops")
 
     priors = parse_priors(where, data, flops, params_optional=arch is not None and arch.shape() is not None)
+    ratios = resolve_ratios(where, data, priors, load_spec)  # {relative_to: FILE, ratio: ...}: FILE's prior x ratio
     params_from_architecture(where, data, arch, priors)
     hardware = parse_hardware(where, data, priors)
     dependent = resolve_recipes(where, data, priors, hardware, arch)
@@ -102,7 +104,7 @@ def _build(data: Mapping, where: Fields) -> Spec:
                    "sensitivity": sensitivity_block(where, data, spec),
                    "correlations": correlations_block(where, data, spec),
                    "plan": plan_block(where, data, spec),
-                   "compare": compare_block(where, data, spec),
+                   "compare": compare_block(where, data, spec, ratios),
                    "count_dependent": {**count_dependent(where, data, hardware), **dependent},
                    "reported": parse_reported(where, data, spec)})
 

@@ -1,10 +1,20 @@
-"""The spec back as plain data, every default filled in: the resolved prior file, and what its hash covers."""
+"""The spec back as plain data, every default filled in: the resolved prior file, and what its hash covers.
+
+A prior that depends on the accelerator count (``goodput: {failures: ...}``) is written as its recipe, every
+default filled in (its count included), not as its table at the file's count: a rerun from the resolved file
+re-solves it at every count ``plan`` asks about, as the original does. The table the run drew from is written
+beside it as a comment (:func:`resolved_document`), for the reader; the loader recomputes it. A ratio prior
+(``{relative_to: FILE, ratio: ...}``) is written as its table, with a comment: its path is relative to the
+original file, which a run folder is not beside.
+"""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any, Mapping
 
 from mcflops.numbers import python_scalar
+from mcflops.priors.goodput import FAILURE_KEYS, Failures
 
 
 def resolved_dict(spec) -> dict[str, Any]:
@@ -17,7 +27,7 @@ def resolved_dict(spec) -> dict[str, Any]:
                                        ("count", h.count)) if v is not None}
     if spec.architecture is not None:
         d["architecture"] = {k: v for k, v in spec.architecture.__dict__.items() if v is not None}
-    d["priors"] = {n: dist.to_dict() for n, dist in spec.priors.items()}
+    d["priors"] = {n: _prior(spec, n, dist) for n, dist in spec.priors.items()}
     if spec.observe:
         obs = {}
         for n, o in spec.observe.items():
@@ -42,6 +52,68 @@ def resolved_dict(spec) -> dict[str, Any]:
     if spec.compare.written is not None:
         d["compare"] = spec.compare.written
     return plain(d)
+
+
+def _prior(spec, name: str, dist) -> dict[str, Any]:
+    """A prior's resolved form: its recipe when it depends on the count (an object with ``to_dict()``, or a
+    :class:`~mcflops.priors.goodput.Failures`), else the distribution it resolved to."""
+    recipe = spec.count_dependent.get(name)
+    if isinstance(recipe, Failures):
+        return failures_dict(recipe)
+    form = getattr(recipe, "to_dict", None)
+    return form() if callable(form) else dist.to_dict()
+
+
+def failures_dict(f: Failures) -> dict[str, Any]:
+    """``{failures: {...}, source: ...}`` with every default filled in (count, checkpoint_write_h 0): what
+    :func:`mcflops.spec.recipes.parse_failures` reads back into the same :class:`Failures`."""
+    parts: dict[str, Any] = {}
+    for k in FAILURE_KEYS:
+        if f.uncertain is not None and f.uncertain[0] == k:
+            parts[k] = f.uncertain[1].to_dict()
+        elif k in f.values:
+            parts[k] = int(f.values[k]) if k == "count" else f.values[k]
+    out: dict[str, Any] = {"failures": parts}
+    if f.source:
+        out["source"] = f.source
+    return out
+
+
+def resolved_document(spec):
+    """:func:`resolved_dict` as a ruamel.yaml document (what spec.resolved.yaml holds): a count-dependent
+    prior's recipe carries, as a comment above it, the quantiles the run drew from at the file's count."""
+    from ruamel.yaml.comments import CommentedMap
+
+    def commented(x):
+        if isinstance(x, dict):
+            return CommentedMap((k, commented(v)) for k, v in x.items())
+        return [commented(v) for v in x] if isinstance(x, list) else x
+
+    doc = commented(resolved_dict(spec))
+    priors = doc["priors"]
+    for name in spec.count_dependent:
+        if name in priors:
+            priors.yaml_set_comment_before_after_key(name, before=_table_comment(spec, name), indent=2)
+    for r in spec.compare.ratios:  # written as the product's table: the file stands alone
+        if r.name in priors:
+            priors.yaml_set_comment_before_after_key(r.name, indent=2, before="\n".join(textwrap.wrap(
+                f"{r.name} below is the file's {r.name}: {{relative_to: {r.relative_to}, ratio: {r.ratio.describe()}}} "
+                f"resolved to a table (that file's prior times the ratio). `mcflops compare {r.relative_to} FILE` "
+                "draws it as A's draw times the ratio's from the original file, not from this one.", 100)))
+    return doc
+
+
+def _table_comment(spec, name: str) -> str:
+    """Where a count-dependent prior's draws came from: its quantiles at the file's count."""
+    from mcflops.priors.quantiles import ppf
+
+    probs = (0.0001, 0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 0.9999)
+    q = ppf(spec.priors[name], probs)
+    count = getattr(spec.count_dependent[name], "count", spec.hardware.count)
+    cells = ", ".join(f"p{100 * p:g} {v:.6g}" for p, v in zip(probs, q))
+    return "\n".join(textwrap.wrap(
+        f"{name} below is a recipe: the loader re-solves it at the file's count, and `plan` at every count it asks "
+        f"about. At {count} accelerators it gives the quantile table this run drew from: {cells}", 100))
 
 
 def plain(x: Any) -> Any:

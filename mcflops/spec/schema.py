@@ -95,9 +95,9 @@ def _family(fam: str, name: str) -> dict[str, Any]:
                       _object({"alpha": positive, "beta": positive}, ("alpha", "beta"))]}
 
 
-def _prior(name: str, *, component: bool = False) -> dict[str, Any]:
+def _prior(name: str, *, component: bool = False, ratio: bool = True) -> dict[str, Any]:
     """A prior of input ``name``: a number, one family (a mixture's components are not mixtures), or, for MFU
-    and goodput, a recipe."""
+    and goodput, a recipe; any input may be a ratio to another file's (``ratio``: allow that form)."""
     lo, hi, _, meaning = INPUTS[name]
     point = _num(**_domain(name)) if name == "pue" else _num(above=0, **({"maximum": hi} if hi < float("inf")
                                                                            else {}))
@@ -126,6 +126,8 @@ def _prior(name: str, *, component: bool = False) -> dict[str, Any]:
         forms.append({"$ref": "#/$defs/layout"})
     if name == "goodput" and not component:
         forms.append({"$ref": "#/$defs/failures"})
+    if ratio and not component:
+        forms.append({"$ref": "#/$defs/ratio"})
     return {"anyOf": forms, "description": meaning}
 
 
@@ -149,7 +151,11 @@ def _recipes() -> dict[str, Any]:
                                             ("rate_per_gpu_hour", "checkpoint_interval_h", "restart_h")),
                         "source": _TEXT}, ("failures",))
     failures["description"] = "goodput from failures and checkpointing (Daly 2006)"
-    return {"calibrated": calibrated, "failures": failures, "layout": _layout()}
+    ratio = _object({"relative_to": {"type": "string", "minLength": 1}, "ratio": _prior("params", ratio=False),
+                     "source": _TEXT}, ("relative_to", "ratio"))
+    ratio["description"] = ("the input as another prior file's (relative_to, a path relative to this file) times "
+                            "an independent ratio (a positive prior): mcflops compare draws it as A's draw x ratio")
+    return {"calibrated": calibrated, "failures": failures, "ratio": ratio, "layout": _layout()}
 
 
 def _layout() -> dict[str, Any]:
