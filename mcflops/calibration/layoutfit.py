@@ -264,7 +264,8 @@ class Fit:
 
 
 def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, draws: int = 500,
-        families: Sequence[str] | None = None, stacks: Sequence[str] | None = None) -> Fit:
+        families: Sequence[str] | None = None, stacks: Sequence[str] | None = None, max_tree_depth: int = 10,
+        chain_method: str = "vectorized") -> Fit:
     """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter."""
     import jax
     import jax.numpy as jnp
@@ -274,8 +275,8 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
     t = time.perf_counter()
     d = Data.of(rs, families, stacks)
     a = {k: jnp.asarray(v) for k, v in d.arrays.items()}
-    kernel = NUTS(model, target_accept_prob=0.9, init_strategy=init_to_median)
-    mc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method="vectorized",
+    kernel = NUTS(model, target_accept_prob=0.9, init_strategy=init_to_median, max_tree_depth=max_tree_depth)
+    mc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,
               progress_bar=False)
     mc.run(jax.random.PRNGKey(seed), a, len(d.families), len(d.stacks), extra_fields=("diverging",))
     grouped = {k: np.asarray(v) for k, v in mc.get_samples(group_by_chain=True).items()}

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mcflops.calibration import layoutfit as lf
-from mcflops.calibration.layoutdata import LayoutRun, production_rows
+from mcflops.calibration.layoutdata import LayoutRun, benchmark_rows, production_rows
 from mcflops.layout import PARAMS
 
 SCHEMA = "layout_fit_v1"
@@ -27,8 +27,8 @@ EP_SOURCE = ("not fitted: no benchmark row is a mixture of experts, so the rows 
              "starting prior, DeepSeek-V3 Sec. 3.2 (cross-node expert-parallel all-to-all about 1:1 with compute "
              "before DualPipe's overlap)")
 STATUS = ("fitted by `mcflops calibrate --layout --write` to the benchmark rows of layout_runs.yaml (production rows "
-          "held out). Each prior is the posterior predictive MARGINAL for a new run with a new software stack; the "
-          "fit's correlations (e.g. high GEMM efficiency with more exposed communication) are dropped, so the shipped "
+          "held out). The priors are independent marginals: each is the posterior predictive marginal for a new run "
+          "with a new software stack; the fit's correlations (e.g. high GEMM efficiency with more exposed communication) are dropped, so the shipped "
           "MFU prior is somewhat wider than the joint predictive where parameters trade off, never narrower where they "
           "add. ep_comm keeps its starting prior (no mixture-of-experts rows).")
 # Production rows: what the paper says beyond the row (the flagship prior file's assumptions for Llama 3, whose
@@ -121,8 +121,7 @@ def _n(run: LayoutRun, arch: Mapping | None) -> tuple:
 def trend_sets(rs: Sequence[lf.Row]) -> dict[str, list[tuple[str, str]]]:
     """The held-out trend pairs (numerator row id, denominator row id) by trend."""
     by = {r.id: r for r in rs}
-    out: dict[str, list[tuple[str, str]]] = {"strong_scaling": [], "interleaving": [], "full_recompute": [],
-                                             "tp_past_nvlink": []}
+    out: dict[str, list[tuple[str, str]]] = {"strong_scaling": [], "interleaving": [], "tp_past_nvlink": []}
     for series in ("megascale-175b-strong-megatron", "megascale-175b-strong-megascale", "megatron-core-2024-h100-strong"):
         for gb in sorted({_gb(r) for r in rs if r.series == series}):
             part = sorted((r for r in rs if r.series == series and _gb(r) == gb), key=lambda r: r.terms.count)
@@ -132,14 +131,6 @@ def trend_sets(rs: Sequence[lf.Row]) -> dict[str, list[tuple[str, str]]]:
     if len(tt) == 2:
         inter = next(r for r in tt if "interleaved" in r.id)
         out["interleaving"].append((inter.id, next(r for r in tt if r is not inter).id))
-    groups: dict[tuple, dict[str, list[lf.Row]]] = {}
-    for r in rs:
-        if r.series.startswith("llm-foundry") and r.family in ("a100", "hopper"):
-            key = (r.series, r.id.split("-s")[0], r.id.split("-s")[1].split("-")[0], r.terms.count)
-            groups.setdefault(key, {}).setdefault("full" if r.terms.rho > 1.2 else "none", []).append(r)
-    for g in groups.values():
-        if "full" in g and "none" in g:
-            out["full_recompute"].append((max(g["full"], key=lambda r: r.y).id, max(g["none"], key=lambda r: r.y).id))
     for r in rs:
         if r.series.startswith("vtrain") and "tp16" in r.id:
             twin = r.id.replace("tp16", "tp8").replace(f"dp{_dp(r)}", f"dp{2 * _dp(r)}")
@@ -176,6 +167,13 @@ def trends(rs: Sequence[lf.Row], seed: int = 0, chains: int = 2, warmup: int = 2
             res.append({"numerator": a, "denominator": b, "measured": meas, "p50": mid, "p5": lo, "p95": hi,
                         "same_direction": (meas - 1) * (mid - 1) > 0, "covered_90": lo <= meas <= hi})
         out["trends"][name] = res
+    # llm-foundry publishes no recompute on/off pair (each configuration is one or the other); what it does
+    # print is HFU beside MFU, whose ratio is the model's rho for full recompute (4/3, Korthikanti Sec. 5)
+    full = [r for r in benchmark_rows() if r.measured["hfu"] and r.measured["mfu"] and r.layout["recompute"] == "full"]
+    ratios = [r.measured["hfu"] / r.measured["mfu"] for r in full]
+    out["full_recompute"] = {"rows": len(full), "hfu_over_mfu_median": float(np.median(ratios)) if ratios else None,
+                             "model_rho": 4.0 / 3.0, "note": "no on/off pair in the data: the HFU/MFU ratio of the "
+                             "full-recompute rows against the model's 4/3 (MFU = 3/4 HFU)"}
     return out
 
 

@@ -273,8 +273,8 @@ def layout_command(args) -> int:
                 "accelerator": fit_json["accelerator"]}, "production": prod, "production_targets": lv.table(prod)}
         if not args.no_loo:
             phase("refitting without the trend series")
-            data["trends"] = lv.trends(rs, args.seed, max(1, args.chains // 2), max(100, args.draws * 2 // 3),
-                                       max(100, args.draws * 2 // 3))
+            data["trends"] = lv.trends(rs, args.seed, max(1, args.chains // 2), max(100, args.draws // 2),
+                                       max(100, args.draws // 2))
     data["seconds"] = time.perf_counter() - t
     data = lv.to_json(data)
     if not primary():
@@ -352,6 +352,10 @@ def layout_show(data: dict[str, Any]) -> None:
                 tr.add_row(name, escape(f"{r['numerator']} / {r['denominator']}"), f"{r['measured']:.3f}",
                            f"{r['p50']:.3f} [{r['p5']:.3f}, {r['p95']:.3f}]", "same" if r["same_direction"] else "OPPOSITE")
         con.print(tr)
+        fr = data["trends"]["full_recompute"]
+        if fr["rows"]:
+            con.print(f"  full recompute: HFU / MFU = {fr['hfu_over_mfu_median']:.3f} in {fr['rows']} rows (model: 4/3 = "
+                      f"1.333); {escape(fr['note'])}")
     for k in ("out", "wrote_fit"):
         if k in data:
             con.print(f"[dim]wrote {data[k]}[/dim]")
