@@ -89,8 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--write", action="store_true",
                     help="also regenerate the shipped fit, mcflops/data/calibration_fit.json (what calibrated "
                     "priors read)")
-    ca.add_argument("--out", default="reports/calibration", help="folder for calibration.json and calibration.png "
-                    "(default reports/calibration; created if missing)")
+    ca.add_argument("--out", default=None, help="folder for calibration.json and calibration.png "
+                    "(default reports/calibration; created if missing); with --layout, for layout_validation.json "
+                    "(written only when given)")
+    ca.add_argument("--layout", action="store_true", help="fit the layout MFU model's efficiency priors to the "
+                    "layout-resolved benchmark rows instead, validate on the held-out production rows and trends; "
+                    "with --write, regenerate mcflops/data/layout_fit.json")
     ca.add_argument("--json", action="store_true", help="print the result as JSON on stdout instead of tables")
     ca.add_argument("--quiet", action="store_true", help="no progress line")
     return p

@@ -63,6 +63,9 @@ class Phases:
 def command(args) -> int:
     if args.chains < 1 or args.draws < 50:
         raise SpecError("expected --chains >= 1 and --draws >= 50", field="--draws")
+    if getattr(args, "layout", False):
+        return layout_command(args)
+    args.out = args.out or "reports/calibration"
     setup_jax()
     data, export = compute(args)
     if not primary():
@@ -246,3 +249,113 @@ def show_validation(con, data: dict[str, Any]) -> None:
         marks = ", ".join(f"{k} {'[green]met[/green]' if v['met'] else '[red]missed[/red]'} ({v['target']})"
                           for k, v in res.items())
         con.print(f"  {escape(labels[split])}: {marks}")
+
+
+def layout_command(args) -> int:
+    """`mcflops calibrate --layout`: the layout MFU model's efficiency priors fitted to the benchmark rows, the
+    held-out production rows and trends; --write ships the priors, --out DIR writes layout_validation.json."""
+    import time
+
+    from mcflops.calibration import layoutfit as lf
+    from mcflops.calibration import layoutvalidate as lv
+
+    setup_jax()
+    t = time.perf_counter()
+    cmd = f"mcflops calibrate --layout --seed {args.seed} --chains {args.chains} --draws {args.draws}"
+    with Phases(args.quiet or args.json) as phase:
+        phase(f"fitting the layout model to the benchmark rows (NUTS, {args.chains} chains x {args.draws} draws)")
+        rs = lf.rows()
+        f = lf.fit(rs, args.seed, args.chains, args.draws, args.draws)
+        fit_json = lv.export(f, cmd, args.seed)
+        phase("predicting the held-out production rows")
+        prod = lv.production(fit_json)
+        data = {"fit": fit_json["fit"], "posterior": f.summary, "priors": {"default": fit_json["default"],
+                "accelerator": fit_json["accelerator"]}, "production": prod, "production_targets": lv.table(prod)}
+        if not args.no_loo:
+            phase("refitting without the trend series")
+            data["trends"] = lv.trends(rs, args.seed, max(1, args.chains // 2), max(100, args.draws // 2),
+                                       max(100, args.draws // 2))
+    data["seconds"] = time.perf_counter() - t
+    data = lv.to_json(data)
+    if not primary():
+        return 0
+    if args.out:
+        out = Path(args.out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            output.replace_text(out / "layout_validation.json", json.dumps(data, indent=2) + "\n")
+        except OSError as e:
+            raise SpecError(f"cannot write: {e.strerror}", path=str(e.filename or out), field="--out") from None
+        data["out"] = str(out / "layout_validation.json")
+    if args.write:
+        target = Path(__file__).resolve().parents[1] / "data" / "layout_fit.json"
+        try:
+            output.replace_text(target, json.dumps(lv.to_json(fit_json), indent=1) + "\n")
+        except OSError as e:
+            raise SpecError(f"cannot write: {e.strerror}", path=str(target), field="--write") from None
+        data["wrote_fit"] = str(target)
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        layout_show(data)
+    return 0
+
+
+def layout_show(data: dict[str, Any]) -> None:
+    import sys
+
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    con = Console() if sys.stdout.isatty() else Console(width=140)
+    fit = data["fit"]
+    con.print(f"[bold]Layout MFU calibration[/bold] on {fit['rows']} benchmark rows  [dim]{len(fit['stacks'])} stacks, "
+              f"families {', '.join(fit['families'])} · {fit['seconds']:.0f} s · {fit['divergences']} divergences · "
+              f"max R-hat {fit['r_hat_max']:.3f} · min ESS {fit['ess_min']:.0f} · sigma_obs {fit['sigma_obs']['p50']:.3f}"
+              "[/dim]\n")
+    t = Table(title="Shipped priors (posterior predictive: a new run, a new stack; independent marginals)",
+              title_justify="left", header_style="bold")
+    for c in ("parameter", "where", "prior"):
+        t.add_column(c)
+    rows = [(p, "default", d) for p, d in data["priors"]["default"].items()]
+    seen = set()
+    for acc, d in data["priors"]["accelerator"].items():
+        key = json.dumps(d["gemm"].get("beta"))
+        if key not in seen:
+            seen.add(key)
+            rows.append(("gemm", acc + " (and its family)", d["gemm"]))
+    for p, where, d in rows:
+        text = (f"beta mean {d['beta']['mean']:.3f} sd {d['beta']['sd']:.3f}" if "beta" in d
+                else f"lognormal 90% [{d['lognormal'][0]:.4g}, {d['lognormal'][1]:.4g}]")
+        t.add_row(p, escape(where), text)
+    con.print(t)
+    v = Table(title="Held-out production rows: MFU prior in the row's convention vs published", title_justify="left",
+              header_style="bold")
+    for c in ("run", "convention", "published", "median", "90% interval", "error", "within 15%", "in 90%"):
+        v.add_column(c, justify="left" if c in ("run", "convention") else "right")
+    for r in data["production"]:
+        v.add_row(escape(r["id"]), r["convention"], f"{r['published']:.3f}", f"{r['p50']:.3f}",
+                  f"[{r['p5']:.3f}, {r['p95']:.3f}]", f"{r['error']:+.0%}", "yes" if r["within_15pct"] else "no",
+                  "yes" if r["covered_90"] else "no")
+    con.print(v)
+    pt = data["production_targets"]
+    con.print(f"  medians within 15%: {pt['within_15pct']}/{pt['rows']} (target: most); 90% intervals covering: "
+              f"{pt['covered_90']}/{pt['rows']} (target >= 80%)\n")
+    if "trends" in data:
+        tr = Table(title=f"Held-out trends (refit on {data['trends']['fit_rows']} rows): measured ratio vs the model's",
+                   title_justify="left", header_style="bold")
+        for c in ("trend", "rows (numerator / denominator)", "measured", "model median [90%]", "direction"):
+            tr.add_column(c, justify="left" if c in ("trend", "rows (numerator / denominator)") else "right")
+        for name, res in data["trends"]["trends"].items():
+            for r in res:
+                tr.add_row(name, escape(f"{r['numerator']} / {r['denominator']}"), f"{r['measured']:.3f}",
+                           f"{r['p50']:.3f} [{r['p5']:.3f}, {r['p95']:.3f}]", "same" if r["same_direction"] else "OPPOSITE")
+        con.print(tr)
+        fr = data["trends"]["full_recompute"]
+        if fr["rows"]:
+            con.print(f"  full recompute: HFU / MFU = {fr['hfu_over_mfu_median']:.3f} in {fr['rows']} rows (model: 4/3 = "
+                      f"1.333); {escape(fr['note'])}")
+    for k in ("out", "wrote_fit"):
+        if k in data:
+            con.print(f"[dim]wrote {data[k]}[/dim]")

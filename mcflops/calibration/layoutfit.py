@@ -1,0 +1,333 @@
+"""The layout MFU model's efficiency priors, fitted to the layout-resolved benchmark rows (NumPyro, hierarchical).
+
+Each row of ``mcflops/data/layout_runs.yaml`` becomes its step's deterministic terms (:func:`mcflops.layout.terms`:
+the architecture's shape and counts, the accelerator's peak and bandwidths, the layout) and its measured MFU in
+TRUE model FLOPs (the architecture's causal count, ``counts.training_flops_per_token``), converted from the
+source's convention by the ratio of FLOPs per token (:func:`to_true`). The model, per row i of accelerator
+family f and software stack k (non-centred, every effect partially pooled):
+
+    logit eta_i = mu_gemm + tau_family z_f + tau_stack z_k            (GEMM efficiency of large GEMMs)
+    log x_tp,i  = mu_tp + tau_tp z'_k,   log x_dp,i = mu_dp + tau_dp z''_k,   log cv = mu_cv
+    MFU_i       = 1 / ((rho / (eta g busy)) (1 + beta) + x_tp C_tp/T0 + x_dp C_dp/T0) / (1 + cv S)
+    log y_i     ~ Student-t(4, log MFU_i, sigma_obs w_i)   (w_i = 1.5 where a layout field was imputed)
+
+(:mod:`mcflops.layout.model` for each term.) ``ep_comm`` does not enter: no benchmark row is a mixture of
+experts, so its starting prior ships unchanged. FP8 rows are their own family (utilisation of the FP8 peak is a
+different quantity); no TPU row is a benchmark, so a TPU gets the population draw.
+
+Fields the sources leave out take the value :func:`layout_of` states (and raise the row's noise):
+micro-batch 1, the least recompute whose activations fit (none, selective, full: :func:`mcflops.layout.memory`), 1F1B (interleaved with 2 virtual stages where only "interleaved" is said),
+ZeRO 3 under FSDP else 1, sequence parallelism on, an unknown MLP width 4 d_model, heads d_model / 128,
+vocabulary 51,200 (Megatron's GPT default), sequence 8,192 (torchtitan's Llama 3 configs); Megatron-Core's
+strong-scaling rows print no layout and take the weak-scaling 177B row's (tp 8, pp 6).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from mcflops import hardware as catalogue
+from mcflops.arch import Shape, counts as arch_counts
+from mcflops.calibration.layoutdata import LayoutRun, benchmark_rows
+from mcflops.layout import Layout, Terms, memory, terms
+
+FAMILIES = {"hopper": ("h100-sxm", "h100-pcie", "h800", "h200"), "a100": ("a100",),
+            "tpu": ("tpu-v3", "tpu-v4", "tpu-v5p")}
+STARTING_EP = (0.2, 1.5)  # ep_comm's starting prior (layout_fit.json before the fit), kept
+STARTING = {"gemm": (0.65, 0.1), "tp_comm": (0.1, 1.2), "dp_comm": (0.03, 1.0), "straggler_cv": (0.001, 0.02)}
+Z95 = 1.6448536269514722
+IMPUTED_NOISE = 1.5  # the noise of a row whose layout was partly imputed, relative to a fully stated one
+DF = 4.0
+RECOMPUTE_ORDER = ("none", "selective", "full")
+
+
+def family(run: LayoutRun) -> str:
+    """Accelerator family (H100/H800/H200 are one die), with FP8 rows apart."""
+    fam = next(k for k, ids in FAMILIES.items() if run.accelerator in ids)
+    return f"{fam}-fp8" if run.precision == "fp8" else fam
+
+
+def stack(run: LayoutRun) -> str:
+    """The software stack behind a row: its series' source, MegaScale's two columns apart."""
+    s = run.series
+    for prefix, name in (("megatron-lm-2021", "megatron-2021"), ("megatron-core-2024", "megatron-core-2024"),
+                         ("llm-foundry", "llm-foundry"), ("torchtitan", "torchtitan"), ("vtrain", "vtrain")):
+        if s.startswith(prefix):
+            return name
+    if s.startswith("megascale"):
+        return "megascale" if s.endswith("-megascale") else "megatron-on-megascale"
+    return s
+
+
+@dataclass(frozen=True)
+class Row:
+    """One run, ready for the model: its terms and its measured MFU in true model FLOPs."""
+
+    id: str
+    series: str
+    stack: str
+    family: str
+    kind: str
+    terms: Terms
+    y: float  # measured MFU, true model FLOPs
+    published: float | None  # the MFU as the source counts it
+    convention: str  # the source's ("tokens_per_s" when derived from throughput)
+    to_true: float  # F_true / F_convention per token (published x to_true = y)
+    imputed: tuple[str, ...]
+    noise: float
+
+
+def shape_of(run: LayoutRun, overrides: Mapping[str, Any] | None = None) -> tuple[Shape, tuple[str, ...]]:
+    a, imp = dict(run.architecture), []
+    a.update(overrides or {})
+    d = a["d_model"]
+    fill = {"heads": max(1, d // 128), "vocab": 51200, "seq_len": 8192}
+    for k, v in fill.items():
+        if a.get(k) is None:
+            a[k], _ = v, imp.append(f"architecture.{k}")
+    if a.get("ffn") is None:
+        imp.append("architecture.ffn")
+    keys = ("layers", "d_model", "heads", "vocab", "seq_len", "kv_heads", "ffn", "glu", "experts", "experts_active")
+    return Shape(**{k: a.get(k) for k in keys}), tuple(i for i in imp if i != "architecture.heads")
+
+
+def layout_of(run: LayoutRun, shape: Shape, overrides: Mapping[str, Any] | None = None) -> tuple[Layout, tuple[str, ...]]:
+    """The row's layout, the module docstring's values where the source is silent; and what was imputed."""
+    lay, imp = dict(run.layout), []
+    lay.update(overrides or {})
+    if lay["tp"] is None or lay["pp"] is None or lay["dp"] is None:
+        lay.update(tp=8, pp=6, dp=run.count // 48, cp=1)  # the Megatron-Core weak-scaling 177B row's split
+        imp.append("tp/pp/dp")
+    schedule = lay["schedule"] or ("interleaved" if (lay["vpp"] or 1) > 1 else "1f1b")
+    vpp = lay["vpp"] or (2 if schedule == "interleaved" else 1)
+    if lay["pp"] > 1 and (lay["schedule"] is None or lay["vpp"] is None and schedule == "interleaved"):
+        imp.append("schedule")
+    if lay["micro_batch"] is None and lay["pp"] > 1:
+        imp.append("micro_batch")
+    if lay["recompute"] is None:
+        imp.append("recompute")
+    zero = lay["zero"] if lay["zero"] is not None else (3 if lay["fsdp"] else 1)
+    acc = catalogue.get(run.accelerator)
+    bw = {k: getattr(acc, k) for k in ("nvlink_gb_s", "nvlink_domain", "network_gb_s")}
+    bw = {k: lay[k] if lay.get(k) is not None else v for k, v in bw.items()}
+    out = Layout(tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], cp=lay["cp"] or 1, ep=lay["ep"] or 1, vpp=vpp,
+                 micro_batch=lay["micro_batch"] or 1, global_batch=lay["global_batch"],
+                 recompute=lay["recompute"] or "none", schedule=schedule, zero=zero,
+                 sequence_parallel=True if lay["sequence_parallel"] is None else bool(lay["sequence_parallel"]),
+                 **bw)
+    if lay["recompute"] is None:  # the least recompute whose activations fit the accelerator's memory
+        cap = run.memory_gb or acc.memory_gb
+        for mode in RECOMPUTE_ORDER:
+            out = dataclasses.replace(out, recompute=mode)
+            if memory(out, shape, arch_counts(shape), cap, float(run.count)).headroom >= 0:
+                break
+    return out, tuple(imp)
+
+
+def per_token(convention: str, shape: Shape, n: float, recompute: str) -> float:
+    """Training FLOPs per token as each convention counts them (the YAML header defines each)."""
+    l, h, s, v = shape.layers, shape.d_model, shape.seq_len, shape.vocab
+    if convention == "6nd":
+        return 6.0 * n  # Kaplan et al. 2020, Sec. 2.1
+    if convention in ("palm", "unstated"):
+        return 6.0 * n + 12.0 * l * h * s  # PaLM App. B: 6N + 12 L H Q T, H Q = d_model
+    if convention == "causal":
+        return 6.0 * n + 6.0 * l * h * s  # the attention term halved for the causal mask
+    if convention == "megatron":
+        return 72.0 * l * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * l * h))  # Narayanan et al. 2021, Eq. 3 w/o recompute
+    if convention == "hfu":
+        if recompute == "full":  # Narayanan Eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh), the recompute forward counted
+            return 96.0 * l * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l * h))
+        from mcflops.layout import recompute_ratio
+
+        return recompute_ratio(recompute, s, h) * per_token("megatron", shape, n, recompute)
+    raise ValueError(f"unknown convention {convention!r}")
+
+
+def to_true(convention: str, shape: Shape, n: float, recompute: str) -> float:
+    """Multiply a published MFU by this to get it in true model FLOPs (causal, counted from the shape)."""
+    return arch_counts(shape).training_flops_per_token / per_token(convention, shape, n, recompute)
+
+
+def prepare(run: LayoutRun, arch: Mapping[str, Any] | None = None, layout: Mapping[str, Any] | None = None) -> Row:
+    """A run's terms and true MFU (``arch``/``layout``: fields to override, e.g. a production row's)."""
+    shape, imp_a = shape_of(run, arch)
+    lo, imp_l = layout_of(run, shape, layout)
+    c = arch_counts(shape)
+    acc = catalogue.get(run.accelerator)
+    peak = acc.peak(run.precision or "bf16")
+    tm = terms(lo, shape, c, peak, float(run.count))
+    m = run.measured
+    n = run.params["active"]
+    if m["mfu"] is not None:
+        conv, published = m["convention"], m["mfu"]
+        ratio = to_true(conv, shape, n, lo.recompute)
+        y = published * ratio
+    else:  # throughput only: tokens/s/GPU x the architecture's FLOPs per token over the peak
+        conv, published, ratio = "tokens_per_s", None, 1.0
+        y = m["tokens_per_s_per_gpu"] * c.training_flops_per_token / peak
+    imputed = imp_a + imp_l
+    noise = IMPUTED_NOISE if imputed else 1.0
+    if conv == "unstated":
+        noise *= IMPUTED_NOISE
+    return Row(run.id, run.series, stack(run), family(run), run.kind, tm, float(y), published, conv, float(ratio),
+               imputed, noise)
+
+
+def rows(runs: Sequence[LayoutRun] | None = None) -> list[Row]:
+    return [prepare(r) for r in (benchmark_rows() if runs is None else runs)]
+
+
+@dataclass(frozen=True)
+class Data:
+    """The rows as arrays for the model, with the family and stack names of their indices."""
+
+    families: tuple[str, ...]
+    stacks: tuple[str, ...]
+    arrays: Mapping[str, np.ndarray]
+
+    @staticmethod
+    def of(rs: Sequence[Row], families: Sequence[str] | None = None, stacks: Sequence[str] | None = None) -> Data:
+        fams = tuple(families or sorted({r.family for r in rs}))
+        sts = tuple(stacks or sorted({r.stack for r in rs}))
+        col = {
+            "fam": [fams.index(r.family) for r in rs], "stack": [sts.index(r.stack) for r in rs],
+            "rho": [r.terms.rho for r in rs], "g": [r.terms.g for r in rs], "busy": [r.terms.busy for r in rs],
+            "beta": [r.terms.bubble for r in rs], "ctp": [r.terms.comm["tp"] / r.terms.t0 for r in rs],
+            "cdp": [r.terms.comm["dp"] / r.terms.t0 for r in rs], "S": [r.terms.straggler_scale for r in rs],
+            "log_y": [math.log(r.y) for r in rs], "noise": [r.noise for r in rs]}
+        arr = {k: np.asarray(v, np.int32 if k in ("fam", "stack") else np.float64) for k, v in col.items()}
+        return Data(fams, sts, arr)
+
+
+def _lognormal(lo: float, hi: float) -> tuple[float, float]:
+    return 0.5 * (math.log(lo) + math.log(hi)), (math.log(hi) - math.log(lo)) / (2 * Z95)
+
+
+def mfu_model(a: Mapping[str, Any], logit_eta, log_tp, log_dp, log_cv):
+    """The model MFU (true FLOPs) of each row from its constants, in jax.numpy (the formula above)."""
+    import jax.numpy as jnp
+
+    eta = 1.0 / (1.0 + jnp.exp(-logit_eta))
+    denom = a["rho"] / (eta * a["g"] * a["busy"]) * (1.0 + a["beta"]) + jnp.exp(log_tp) * a["ctp"] \
+        + jnp.exp(log_dp) * a["cdp"]
+    return 1.0 / denom / (1.0 + jnp.exp(log_cv) * a["S"])
+
+
+def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True) -> None:
+    """The NumPyro model (the module docstring); hyperpriors centred on the starting priors."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    g0, gsd = STARTING["gemm"]
+    mu_g = numpyro.sample("mu_gemm", dist.Normal(math.log(g0 / (1 - g0)), 4 * gsd / (g0 * (1 - g0))))
+    tau_f = numpyro.sample("tau_family", dist.HalfNormal(0.5))
+    z_f = numpyro.sample("z_family", dist.Normal(0.0, 1.0).expand([n_fam]))
+    tau_sg = numpyro.sample("tau_stack_gemm", dist.HalfNormal(0.5))
+    z_sg = numpyro.sample("z_stack_gemm", dist.Normal(0.0, 1.0).expand([n_stack]))
+    hyper = {}
+    for p in ("tp_comm", "dp_comm"):
+        m0, s0 = _lognormal(*STARTING[p])
+        hyper[p] = (numpyro.sample(f"mu_log_{p}", dist.Normal(m0, s0)),
+                    numpyro.sample(f"tau_stack_{p}", dist.HalfNormal(0.7)),
+                    numpyro.sample(f"z_stack_{p}", dist.Normal(0.0, 1.0).expand([n_stack])))
+    m0, s0 = _lognormal(*STARTING["straggler_cv"])
+    log_cv = numpyro.sample("mu_log_straggler_cv", dist.Normal(m0, s0))
+    sigma = numpyro.sample("sigma_obs", dist.HalfNormal(0.2))
+    fam, st = a["fam"], a["stack"]
+    logit_eta = mu_g + tau_f * z_f[fam] + tau_sg * z_sg[st]
+    log_tp = hyper["tp_comm"][0] + hyper["tp_comm"][1] * hyper["tp_comm"][2][st]
+    log_dp = hyper["dp_comm"][0] + hyper["dp_comm"][1] * hyper["dp_comm"][2][st]
+    m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv)
+    import jax.numpy as jnp
+
+    numpyro.sample("obs", dist.StudentT(DF, jnp.log(m), sigma * a["noise"]), obs=a["log_y"] if observe else None)
+
+
+@dataclass(frozen=True)
+class Fit:
+    data: Data
+    samples: Mapping[str, np.ndarray]  # (chains x draws, ...) flattened
+    r_hat_max: float
+    ess_min: float
+    divergences: int
+    seconds: float
+    chains: int
+    draws: int
+    summary: Mapping[str, Mapping[str, float]]
+
+
+def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, draws: int = 500,
+        families: Sequence[str] | None = None, stacks: Sequence[str] | None = None, max_tree_depth: int = 10,
+        chain_method: str = "vectorized") -> Fit:
+    """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter."""
+    import jax
+    import jax.numpy as jnp
+    from numpyro.diagnostics import summary
+    from numpyro.infer import MCMC, NUTS, init_to_median
+
+    t = time.perf_counter()
+    d = Data.of(rs, families, stacks)
+    a = {k: jnp.asarray(v) for k, v in d.arrays.items()}
+    kernel = NUTS(model, target_accept_prob=0.9, init_strategy=init_to_median, max_tree_depth=max_tree_depth)
+    mc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,
+              progress_bar=False)
+    mc.run(jax.random.PRNGKey(seed), a, len(d.families), len(d.stacks), extra_fields=("diverging",))
+    grouped = {k: np.asarray(v) for k, v in mc.get_samples(group_by_chain=True).items()}
+    summ = summary(grouped, group_by_chain=True)
+    rh = [float(np.max(s["r_hat"])) for s in summ.values()]
+    ess = [float(np.min(s["n_eff"])) for s in summ.values()]
+    flat = {k: v.reshape((-1, *v.shape[2:])) for k, v in grouped.items()}
+    table = {k: {"mean": float(np.mean(s["mean"])), "r_hat": float(np.max(s["r_hat"])), "ess": float(np.min(s["n_eff"]))}
+             for k, s in summ.items()}
+    return Fit(d, flat, max(rh), min(ess), int(np.sum(mc.get_extra_fields()["diverging"])),
+               time.perf_counter() - t, chains, draws, table)
+
+
+def row_draws(f: Fit, r: Row) -> np.ndarray:
+    """Posterior draws of a row's model MFU (true FLOPs), its family and stack as fitted (new ones drawn)."""
+    s, rng = f.samples, np.random.default_rng(1)
+    n = len(s["mu_gemm"])
+    fz = s["z_family"][:, f.data.families.index(r.family)] if r.family in f.data.families else rng.standard_normal(n)
+    k = f.data.stacks.index(r.stack) if r.stack in f.data.stacks else None
+    z = {p: s[f"z_stack_{p}"][:, k] if k is not None else rng.standard_normal(n) for p in ("gemm", "tp_comm", "dp_comm")}
+    logit = s["mu_gemm"] + s["tau_family"] * fz + s["tau_stack_gemm"] * z["gemm"]
+    eta = 1 / (1 + np.exp(-logit))
+    tm = r.terms
+    x_tp = np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * z["tp_comm"])
+    x_dp = np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * z["dp_comm"])
+    denom = tm.rho / (eta * tm.g * tm.busy) * (1 + tm.bubble) + x_tp * tm.comm["tp"] / tm.t0 + x_dp * tm.comm["dp"] / tm.t0
+    return 1 / denom / (1 + np.exp(s["mu_log_straggler_cv"]) * tm.straggler_scale)
+
+
+def predictive(f: Fit, fam: str | None, seed: int = 0) -> dict[str, np.ndarray]:
+    """Draws of the efficiency parameters for a NEW run on family ``fam`` (None: a new family) and a NEW stack.
+
+    The run's own residual (sigma_obs, Student-t) is carried into the GEMM efficiency, to first order
+    (d log eta = (1 - eta) d logit eta), so the MFU prior's width holds what the terms do not explain."""
+    s, rng = f.samples, np.random.default_rng(seed)
+    n = len(s["mu_gemm"])
+    fz = s["z_family"][:, f.data.families.index(fam)] if fam in f.data.families else rng.standard_normal(n)
+    logit = s["mu_gemm"] + s["tau_family"] * fz + s["tau_stack_gemm"] * rng.standard_normal(n)
+    eta = 1 / (1 + np.exp(-logit))
+    logit = logit + s["sigma_obs"] * rng.standard_t(DF, n) / (1 - eta)
+    return {"gemm": 1 / (1 + np.exp(-logit)),
+            "tp_comm": np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * rng.standard_normal(n)),
+            "dp_comm": np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * rng.standard_normal(n)),
+            "straggler_cv": np.exp(s["mu_log_straggler_cv"])}
+
+
+def marginals(draws: Mapping[str, np.ndarray], source: str) -> dict[str, dict[str, Any]]:
+    """Each parameter's marginal as the grammar reads it: beta {mean, sd} for gemm, lognormal [p5, p95] else."""
+    g = draws["gemm"]
+    out = {"gemm": {"beta": {"mean": round(float(np.mean(g)), 4), "sd": round(float(np.std(g)), 4)}, "source": source}}
+    for p in ("tp_comm", "dp_comm", "straggler_cv"):
+        lo, hi = np.quantile(draws[p], [0.05, 0.95])
+        out[p] = {"lognormal": [float(f"{lo:.4g}"), float(f"{hi:.4g}")], "source": source}
+    return out

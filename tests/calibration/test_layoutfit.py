@@ -1,0 +1,132 @@
+"""The layout calibration: FLOP conventions against published arithmetic, the fit recovering known parameters
+from rows simulated through mcflops.layout, and the shipped layout_fit.json."""
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from mcflops.arch import Shape, counts
+from mcflops.calibration import layoutfit as lf
+from mcflops.calibration.layoutdata import benchmark_rows, production_rows
+from mcflops.layout import PARAMS, mfu
+from mcflops.layout.fit import FIT
+
+GPT175 = Shape(layers=96, d_model=12288, heads=128, vocab=64000, seq_len=2048, glu=False)
+
+
+def test_megatron_count_is_megascales_flops_per_token():
+    # MegaScale's Megatron-LM rows: aggregate PFLOP/s / tokens/s = 1.077e12 FLOP per token (layout_runs.yaml)
+    assert lf.per_token("megatron", GPT175, 175e9, "none") == pytest.approx(1.077e12, rel=5e-4)
+
+
+def test_hfu_is_narayanan_eq3_expanded():
+    l, h, s, v = 96, 12288, 2048, 64000
+    hfu = 96 * l * h * h + 16 * l * h * s + 6 * h * v  # 96 B s l h^2 (1 + s/6h + V/16lh), multiplied out
+    assert lf.per_token("hfu", GPT175, 175e9, "full") == pytest.approx(hfu, rel=1e-12)
+    # without full recompute: rho x the model count (selective: 1 + s / (18 h + 3 s))
+    rho = 1 + s / (18 * h + 3 * s)
+    assert lf.per_token("hfu", GPT175, 175e9, "selective") == pytest.approx(rho * (72 * l * h * h + 12 * l * h * s + 6 * h * v))
+
+
+@pytest.mark.parametrize("run_id, without, with_", [("mt-nlg-530b", 0.297, 0.302), ("palm-540b", 0.457, 0.462)])
+def test_attention_term_matches_published_pairs(run_id, without, with_):
+    # PaLM Table 3 / App. B print MFU without and with the attention FLOPs: their ratio is palm / 6nd
+    run = next(r for r in production_rows() if r.id == run_id)
+    shape, _ = lf.shape_of(run)
+    ratio = lf.per_token("palm", shape, run.params["total"], "full") / lf.per_token("6nd", shape, run.params["total"], "full")
+    assert ratio == pytest.approx(with_ / without, abs=0.006)  # the printed figures' rounding (3 digits)
+
+
+def test_causal_and_true_counts():
+    n = 175e9
+    assert lf.per_token("causal", GPT175, n, "none") == 6 * n + 6 * 96 * 12288 * 2048
+    # true FLOPs: 3 x forward; without GQA/GLU the forward is 2 (4 h^2 + 8 h^2) per layer + causal scores + logits
+    fwd = 96 * 2 * 12 * 12288 ** 2 + 2 * 96 * 12288 * 2 * 2048 / 2 + 2 * 12288 * 64000
+    assert counts(GPT175).training_flops_per_token == pytest.approx(3 * fwd, rel=1e-12)
+
+
+def test_rows_convert_each_convention():
+    by = {r.id: r for r in lf.rows(benchmark_rows())}
+    # llm-foundry (palm) and a throughput-only torchtitan row (tokens/s x true FLOPs / peak)
+    r = by["foundry-h100-bf16-70b-s2048-g64-mb8-gb2048"]
+    shape = Shape(layers=80, d_model=8192, heads=64, vocab=50368, seq_len=2048, glu=False, ffn=32768)
+    assert r.y == pytest.approx(0.4257 * counts(shape).training_flops_per_token / (6 * 64862437376.0 + 12 * 80 * 8192 * 2048))
+    t = by["torchtitan-8b-fsdp-8"]
+    tshape = Shape(layers=32, d_model=4096, heads=32, vocab=128256, seq_len=8192, kv_heads=8, ffn=14336, glu=True)
+    assert t.y == pytest.approx(5762.0 * counts(tshape).training_flops_per_token / 989.4e12)
+    assert "architecture.seq_len" in t.imputed and t.noise > 1
+    assert all(0 < x.y < 1 for x in by.values())
+
+
+def _synthetic(seed=0):
+    """Rows with the terms of real A100 rows (vTrain and MegaScale: varied TP, DP and bubbles), two stacks, MFU
+    simulated through mcflops.layout.mfu from known parameters, Student-t(4) noise."""
+    rng = np.random.default_rng(seed)
+    real = [r for r in lf.rows(benchmark_rows()) if r.series.startswith(("vtrain", "megascale"))][::3][:40]
+    truth = {"gemm": {"s0": 0.55, "s1": 0.70}, "tp_comm": {"s0": 0.5, "s1": 0.2}, "dp_comm": 0.1,
+             "straggler_cv": 0.004, "sigma": 0.05}
+    rows = []
+    for i, r in enumerate(real):
+        st = "s0" if i % 2 else "s1"
+        d = {"gemm": np.array([truth["gemm"][st]]), "tp_comm": np.array([truth["tp_comm"][st]]),
+             "dp_comm": np.array([truth["dp_comm"]]), "ep_comm": np.array([1.0]),
+             "straggler_cv": np.array([truth["straggler_cv"]])}
+        y = float(mfu(r.terms, d)[0]) * math.exp(truth["sigma"] * rng.standard_t(4))
+        rows.append(dataclasses.replace(r, stack=st, family="a100", y=y, noise=1.0))
+    return rows, truth
+
+
+def test_fit_recovers_known_parameters():
+    rows, truth = _synthetic()
+    f = lf.fit(rows, seed=0, chains=2, warmup=100, draws=100, max_tree_depth=6)
+    s = f.samples
+    assert f.r_hat_max < 1.1
+    k = {st: f.data.stacks.index(st) for st in ("s0", "s1")}
+    fam = f.data.families.index("a100")
+    # each checked quantity inside its central 99% posterior interval: 5 checks, a false-failure rate <= 5%
+    checks = {}
+    for st in ("s0", "s1"):
+        logit = s["mu_gemm"] + s["tau_family"] * s["z_family"][:, fam] + s["tau_stack_gemm"] * s["z_stack_gemm"][:, k[st]]
+        checks[f"gemm {st}"] = (1 / (1 + np.exp(-logit)), truth["gemm"][st])
+        checks[f"tp {st}"] = (np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * s["z_stack_tp_comm"][:, k[st]]),
+                              truth["tp_comm"][st])
+    checks["sigma"] = (s["sigma_obs"], truth["sigma"])
+    for name, (draws, true) in checks.items():
+        lo, hi = np.quantile(draws, [0.005, 0.995])
+        assert lo <= true <= hi, (name, lo, true, hi)
+    # and the fit is informative: the two stacks' GEMM efficiencies are told apart
+    assert np.mean(checks["gemm s1"][0] > checks["gemm s0"][0]) > 0.95
+
+
+def test_shipped_fit_parses_and_is_the_fit():
+    from mcflops.calibration.layoutvalidate import SCHEMA, efficiency_for, layout_prior
+
+    doc = json.loads(FIT.read_text())
+    assert doc["schema"] == SCHEMA and set(doc["default"]) == set(PARAMS)
+    assert "independent" in doc["status"] and "marginal" in doc["status"].lower()
+    assert {"rows", "families", "stacks", "r_hat_max", "ess_min", "sigma_obs", "date", "command"} <= set(doc["fit"])
+    assert doc["fit"]["r_hat_max"] < 1.05
+    for acc in ("h100-sxm", "h800", "a100"):
+        assert efficiency_for(doc, acc)["gemm"] == doc["accelerator"][acc]["gemm"]
+    for p, d in doc["default"].items():
+        assert "calibration" in d["source"] or (p == "ep_comm" and "not fitted" in d["source"])
+    # every prior parses through the grammar: the Llama 3 production row's layout prior at its count
+    run = next(r for r in production_rows() if r.id == "llama3-405b-table4-row1")
+    lp = layout_prior(run, doc, layout={"vpp": 4, "zero": 2})
+    m = lp.factor_draws()["mfu"]
+    assert 0.1 < np.median(m) < 0.7 and np.all((m > 0) & (m <= 1))
+
+
+def test_flagship_layout_file_loads():
+    from pathlib import Path
+
+    from mcflops.spec import load_spec
+
+    path = Path(__file__).resolve().parents[2] / "priors" / "llama405b-layout.yaml"
+    if not path.exists():
+        pytest.skip("priors/llama405b-layout.yaml is not in this checkout")
+    spec = load_spec(path)
+    assert "mfu" in spec.count_dependent
