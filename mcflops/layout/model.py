@@ -167,6 +167,22 @@ def ring(k: float) -> float:
     return 2.0 * (k - 1.0) / k if k > 1 else 0.0
 
 
+def all_reduce_time(k: float, inner: float, nbytes: float, nv: float, net: float, domain: int) -> float:
+    """Seconds for a ring all-reduce of ``nbytes`` per rank over ``k`` ranks whose consecutive ranks sit
+    ``inner`` apart in the placement [TP, CP, PP, DP] (Llama 3 Sec. 3.3.2): ``g = min(k, domain / inner)`` of
+    them share a scale-up domain. Hierarchically (Jia et al. 2018, "Highly Scalable Deep Learning Training
+    System with Mixed-Precision", Sec. 3.3; NCCL's one ring per network card): a ring inside the domain over
+    NVLink, then a ring across the k / g domains over the network for the 1 / g of the buffer each rank holds
+    after the inner reduce-scatter. A group inside one domain never touches the network; one rank per domain
+    is the plain ring over the network."""
+    if k <= 1:
+        return 0.0
+    g = max(1.0, min(k, domain / max(inner, 1.0)))
+    inside = ring(g) * nbytes / nv if g > 1 else 0.0
+    across = ring(k / g) * (nbytes / g) / net if k > g else 0.0
+    return inside + across
+
+
 def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
     """The step's deterministic terms at ``count`` accelerators (``shape``/``counts``: mcflops.arch)."""
     lo = layout
@@ -187,17 +203,16 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
     # one more pair when the forward is recomputed; each of b s h elements. Sequence parallelism swaps each
     # for a reduce-scatter + all-gather of the same volume (Korthikanti et al. 2022, Sec. 4.2.2).
     n_ar = 6 if lo.recompute == "full" else 4
-    tp_bw = nv if t <= dom else net  # past one NVLink domain, TP crosses the network (Narayanan Fig. 13)
-    c_tp = m * layers_here * n_ar * ring(t) * b * s_local * h * act / tp_bw
+    # past one NVLink domain TP crosses the network (Narayanan Fig. 13: TP beyond 8 collapses)
+    c_tp = m * layers_here * n_ar * all_reduce_time(t, 1, b * s_local * h * act, nv, net, dom)
     # CP (Llama 3 Sec. 3.3.2): all-gather of K and V per layer forward, reduce-scatter of their gradients
     # backward, each (cp - 1)/cp of b s kv_heads head_dim x 2 (K and V)
     kv = 2.0 * b * s * shape.kvh * shape.hd * act
-    cp_bw = nv if t * c <= dom else net
-    c_cp = m * layers_here * 2.0 * (ring(c) / 2.0) * kv / cp_bw if c > 1 else 0.0
+    c_cp = m * layers_here * 2.0 * all_reduce_time(c, t, kv, nv, net, dom) / 2.0  # an all-gather: half a ring
     # EP: dispatch and combine all-to-alls forward and backward per MoE layer (Lepikhin et al. 2020, GShard
     # Sec. 3.2; DeepSeek-V3 Sec. 3.2), each sending the (e - 1)/e of a rank's b s k h-element tokens that leave it
     k = shape.experts_active or 1
-    ep_bw = nv if e * t <= dom else net
+    ep_bw = nv if e * t <= dom else net  # an all-to-all has no hierarchy to exploit: the slowest links set it
     c_ep = (m * (shape.moe_layers / p) * 4.0 * ((e - 1.0) / e) * b * s_local * k * h * act / ep_bw
             if shape.moe and e > 1 else 0.0)
     # DP: gradients of this rank's parameters, once per step (ring all-reduce, or ZeRO's reduce-scatter +
@@ -206,9 +221,10 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
     dense, expert = dense_and_expert(counts, shape)
     p_rank = (dense + expert / e) / (t * p)
     d_sync = dp * c
-    vol = ring(d_sync) * (1.5 if lo.zero >= 3 else 1.0)
-    dp_bw = nv if count <= dom else net
-    c_dp = p_rank * lo.grad_bytes * vol / dp_bw
+    # data-parallel ranks sit t cp pp apart (TP, CP, PP inside: Llama 3's order); with CP, the CP ranks of the
+    # gradient group sit t apart
+    c_dp = all_reduce_time(d_sync, t if c > 1 else t * p, p_rank * lo.grad_bytes, nv, net, dom) \
+        * (1.5 if lo.zero >= 3 else 1.0)
     # PP: activations (b s h / t with sequence parallelism) sent forward and gradients back at each stage
     # boundary, v boundaries per rank when interleaved (Narayanan Sec. 2.2.2)
     pp_bytes = b * s_local * h * act / (t if lo.sequence_parallel and t > 1 else 1)
