@@ -115,6 +115,12 @@ def print_result(res, data: dict[str, Any]) -> None:
             (lo, hi), what = claim["range"], "MFU" if name == "mfu" else name
             con.print(escape(f"  P({f(lo)} <= {what} <= {f(hi)}): prior {_f(claim['prior_probability'], '.2f')}, "
                              f"posterior {_f(claim['posterior_probability'], '.2f')}"))
+    if data.get("layout"):  # the MFU prior came from a parallel layout: where the FLOP/s go
+        from mcflops.cli.layout import layout_lines
+
+        con.print()
+        for line in layout_lines(data["layout"]):
+            con.print(escape(line))
     sens = data.get("sensitivity")
     if sens:
         from mcflops.cli.sensitivity import brief_lines

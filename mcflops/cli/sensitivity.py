@@ -82,6 +82,18 @@ def show_sensitivity(con, d: dict[str, Any]) -> None:
         r = sw["p50_vs_first"][-1]
         con.print(f"  {name} {unpadded(sw['values'][0])} -> {unpadded(sw['values'][-1])}: median {out} "
                   f"{fmt(sw['p50'][0])} -> {fmt(sw['p50'][-1])} ({'+' if r >= 1 else ''}{100 * (r - 1):.1f}%)")
+    for name, sw in (d.get("layout_sweeps") or {}).items():
+        for which in ("prior", "posterior"):
+            part = sw.get(which)
+            if not part:
+                continue
+            wt = table(f"Layout sweep of {name} ({which}, {part['draws']:,} kept draws, each at its MFU quantile)",
+                       [name, "MFU p50", "p5", "p25", "p50", "p75", "p95", "p50 vs first"])
+            for i, v in enumerate(sw["values"]):
+                wt.add_row(str(v), f"{part['mfu']['p50'][i]:.3f}",
+                           *(fmt(part[k][i]) for k in ("p5", "p25", "p50", "p75", "p95")),
+                           f"x{part['p50_vs_first'][i]:.4g}")
+            con.print(Fitted(wt, (*QUARTILES, "p50 vs first")))
     for note in d.get("notes", []):
         con.print(f"[yellow]note:[/yellow] {note}")
 
