@@ -20,7 +20,7 @@ from mcflops.engine.driver import POOL, POOL_ESS, pool_subblocks, run, sum_block
 from mcflops.engine.kernel import (BLOCK, GPU_BATCH, KEEP, NBINS, SUB, Layout, Likelihood, build_likelihood, draw_z,
                                    log_likelihood, normals)
 from mcflops.engine.merge import psis_tail
-from mcflops.engine.programs import Program, cache_folder, program, stop_cache, use_cache
+from mcflops.engine.programs import Program, program, stop_cache, use_cache
 from mcflops.engine.streams import (COMPARE, GUMBEL, NUTS, PLAN_PILOT, RESAMPLE, SHAPLEY, SOBOL_A, SOBOL_B, SWEEP,
                                     seed_key, stable_id)
 from mcflops.engine.summary import Sums, ess, hist_cdf, hist_quantiles
@@ -28,4 +28,4 @@ from mcflops.engine.summary import Sums, ess, hist_cdf, hist_quantiles
 __all__ = ["BLOCK", "COMPARE", "GPU_BATCH", "GUMBEL", "KEEP", "NBINS", "NUTS", "PLAN_PILOT", "POOL", "POOL_ESS", "RESAMPLE",
            "SHAPLEY", "SOBOL_A", "SOBOL_B", "SUB", "SWEEP", "Layout", "Likelihood", "Sums", "build_likelihood",
            "draw_z", "ess", "hist_cdf", "hist_quantiles", "log_likelihood", "mesh", "normals", "pool_subblocks",
-           "Program", "cache_folder", "program", "psis_tail", "stop_cache", "use_cache", "run", "seed_key", "setup", "stable_id", "sum_blocks"]
+           "Program", "program", "psis_tail", "stop_cache", "use_cache", "run", "seed_key", "setup", "stable_id", "sum_blocks"]

@@ -33,18 +33,10 @@ from typing import Any
 
 import jax
 
+from mcflops.priors.memo import cache_folder, package_digest
+
 MAGIC = b"mcflops-program-v1\n"
 _store: dict[str, Path | None] = {"folder": None}
-_source: list[str] = []  # the package's digest, computed once
-
-
-def cache_folder() -> str | None:
-    """Where the caches live (module docstring), or None when ``MCFLOPS_NO_CACHE`` turns them off."""
-    env = os.environ
-    if env.get("MCFLOPS_NO_CACHE", "").strip() not in ("", "0"):
-        return None
-    home = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return env.get("MCFLOPS_JAX_CACHE") or os.path.join(home, "mcflops", "jax")
 
 
 def use_cache(folder: str | os.PathLike | None = None) -> Path | None:
@@ -104,18 +96,6 @@ def _code_digest(fn: Callable) -> str:
         raise _Unkeyable(module) from None
 
 
-def _package_digest() -> str:
-    """sha256 of every file of the mcflops package (names and bytes): any edit makes new keys."""
-    if not _source:
-        root = Path(__file__).resolve().parent.parent
-        h = hashlib.sha256()
-        for p in sorted(root.rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
-                h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
-        _source.append(h.hexdigest())
-    return _source[0]
-
-
 def _environment() -> str:
     import jaxlib
 
@@ -126,7 +106,7 @@ def _environment() -> str:
     return "\n".join([f"jax {jax.__version__} jaxlib {jaxlib.__version__}",
                       f"backend {devs[0].platform} {devs[0].client.platform_version}",
                       "devices " + ",".join(f"{d.id}:{d.device_kind}" for d in devs),
-                      "XLA_FLAGS " + os.environ.get("XLA_FLAGS", ""), *conf, "package " + _package_digest()])
+                      "XLA_FLAGS " + os.environ.get("XLA_FLAGS", ""), *conf, "package " + package_digest()])
 
 
 def _aval(x: Any) -> str:
