@@ -33,9 +33,10 @@ from typing import Any
 
 import jax
 
-from mcflops.priors.memo import cache_folder, package_digest
+from mcflops.priors.memo import cache_folder, package_digest, prune
 
 MAGIC = b"mcflops-program-v1\n"
+KEEP = 256  # programs kept (about 0.7 MB each on a CPU)
 _store: dict[str, Path | None] = {"folder": None}
 
 
@@ -85,13 +86,16 @@ def _stable(x: Any) -> str:
 
 def _code_digest(fn: Callable) -> str:
     """Where ``fn``'s code is part of the key: mcflops's own in the package digest, another's by the bytes of
-    the file that defines it (a script's or a notebook's function edited between runs gets a new key)."""
+    the file that defines it (a script's or a notebook's function edited between runs gets a new key); and
+    which function of the file it is (two lambdas share a name, not a first line and bytecode)."""
+    code = getattr(fn, "__code__", None)
+    where = f"{code.co_firstlineno}:{hashlib.sha256(code.co_code).hexdigest()[:16]}:" if code is not None else ""
     module = getattr(fn, "__module__", None) or ""
     if module == "mcflops" or module.startswith("mcflops."):
-        return "package"
+        return where + "package"
     try:
         path = inspect.getsourcefile(fn)
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else ""
+        return where + (hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else "")
     except (OSError, TypeError):
         raise _Unkeyable(module) from None
 
@@ -268,6 +272,7 @@ def _save(folder: Path, key: str, compiled) -> None:
             f.write(MAGIC + len(k).to_bytes(8, "little") + k + hashlib.sha256(body).digest() + body)
         os.replace(tmp, _path(folder, key))
         tmp = None
+        prune(folder, KEEP, ".bin")
     except Exception:  # noqa: BLE001 - read-only or full disk, an executable that cannot be serialised
         pass
     finally:

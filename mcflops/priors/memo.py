@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 MAGIC = b"mcflops-host-v1\n"
+KEEP = 4096  # entries (a quantile table is 33 KB: 130 MB at most)
 _state: dict[str, Path | None] = {"folder": None}
 _digest: list[str] = []  # the package's, computed once
 
@@ -132,6 +133,22 @@ def _through(folder: Path, key: str, compute: Callable[[], Any]) -> Any:
     return value
 
 
+def prune(folder: Path, keep: int, suffix: str) -> None:
+    """At most ``keep`` entries (``*suffix``) in ``folder``: the least recently written go first (every
+    new version or edit of the package makes new keys, and nothing else removes the old ones)."""
+    try:
+        entries = [(p.stat().st_mtime, p) for p in folder.glob("*" + suffix)]
+    except OSError:
+        return
+    if len(entries) <= keep:
+        return
+    for _, p in sorted(entries)[: len(entries) - keep * 3 // 4]:
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
 def _load(path: Path, key: str) -> tuple[Any] | None:
     """(value,) stored under ``key``, or None (absent, unreadable, another key, corrupt)."""
     try:
@@ -164,6 +181,7 @@ def _save(path: Path, key: str, value: Any) -> None:
             f.write(MAGIC + len(k).to_bytes(8, "little") + k + hashlib.sha256(body).digest() + body)
         os.replace(tmp, path)
         tmp = None
+        prune(path.parent, KEEP, ".pkl")
     except Exception:  # noqa: BLE001
         pass
     finally:

@@ -83,3 +83,15 @@ def test_kept_values_are_the_computed_ones(tmp_path):
         for fn in (quantiles.tails, quantiles.median, quantiles.central, log_quantile_table):
             fn.cache_clear()
     assert np.all(np.isfinite(next(iter(tables0.values()))))
+
+
+def test_prune_keeps_the_newest(tmp_path):
+    for i in range(10):
+        p = tmp_path / f"{i}.pkl"
+        p.write_bytes(b"x")
+        os.utime(p, (1000 + i, 1000 + i))
+    (tmp_path / "other.bin").write_bytes(b"y")
+    memo.prune(tmp_path, 8, ".pkl")  # over the cap: down to 3/4 of it, the oldest first
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{i}.pkl" for i in range(4, 10)] + ["other.bin"])
+    memo.prune(tmp_path, 8, ".pkl")  # under the cap: nothing
+    assert len(list(tmp_path.iterdir())) == 7
