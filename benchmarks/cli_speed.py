@@ -15,8 +15,10 @@ Each command runs ``--repeats`` times in a fresh process; the runs of every comm
 interleaved round by round, so that a busy neighbour slows all of them alike. The reference is the
 start-up of ``python -c "import numpy"`` measured in the same rounds: on a shared machine the
 ratio to it moves less than the seconds do. Reported: median and minimum seconds, and the median
-ratio to the reference. "warm" means the persistent compilation cache was filled by an untimed run
-first (the cache folder is a fresh temporary one, so the user's own cache is left alone).
+ratio to the reference. "warm" means the caches of one folder (``MCFLOPS_JAX_CACHE``: JAX's compilation
+cache, the compiled programs of ``engine.program`` and the host results of ``priors.memo``) were filled by
+the untimed runs first (the cold `run`, then a `sample`); "cold" is that first `run`, with the folder
+empty. The folder is a fresh temporary one, so the user's own caches are left alone.
 """
 
 from __future__ import annotations

@@ -201,12 +201,12 @@ def chain(spec, medians: Mapping[str, float] | None = None) -> dict[str, float]:
     backwards: the MFU x goodput product the figure implies, and the MFU at goodput 1 and at the
     median goodput.
     """
-    from mcflops.priors.quantiles import ppf
+    from mcflops.priors.quantiles import median
 
     med = dict(medians or {})
     for name, dist in spec.priors.items():
         if name not in med:
-            med[name] = float(ppf(dist, 0.5))
+            med[name] = median(dist)
     out: dict[str, float] = {k: med[k] for k in spec.priors}
     out[PER_TOKEN] = flops_per_token(spec, med.get("params"))
     vals = {**med, PER_TOKEN: out[PER_TOKEN], COUNT: spec.hardware.count}

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import dataclasses
-from functools import partial
 from typing import Any, Mapping
 
 import jax
@@ -36,7 +35,7 @@ _SWEEP_ID = engine.SWEEP
 QPROBS = (0.05, 0.25, 0.5, 0.75, 0.95)
 QNAMES = ("p5", "p25", "p50", "p75", "p95")
 
-_evaluate = jax.jit(evaluate)
+_evaluate = engine.program(evaluate)
 
 
 def tornado(model: Model, output: str = "gpu_hours", conditional: bool | None = None) -> dict[str, Any]:
@@ -70,7 +69,7 @@ def tornado(model: Model, output: str = "gpu_hours", conditional: bool | None = 
     return out
 
 
-@partial(jax.jit, static_argnames=("name", "output", "size"))
+@engine.program(static_argnames=("name", "output", "size"))
 def _sweep_call(key, model, vals, *, name, output, size):
     z = engine.draw_z(jax.random.fold_in(key, _SWEEP_ID), model, jnp.uint32(0), size)
     v = evaluate(model, z)
@@ -84,7 +83,7 @@ def _sweep_call(key, model, vals, *, name, output, size):
     return q, jnp.log(jnp.mean(jnp.exp(Y), axis=1))
 
 
-@partial(jax.jit, static_argnames=("names", "name", "output", "size"))
+@engine.program(static_argnames=("names", "name", "output", "size"))
 def _sweep_cond_call(key, model, vals, zc, shift, B, *, names, name, output, size):
     """As _sweep_call, the others drawn given z_name = zc[g]: z = shift zc[g] + B e, the same e at each g."""
     e = engine.draw_z(jax.random.fold_in(key, _SWEEP_ID), model, jnp.uint32(0), size)  # independent: no copula

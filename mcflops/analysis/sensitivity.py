@@ -73,7 +73,7 @@ def _sobol_block(key, params, block, n_valid, f, names, static, size):
     return {"s": jnp.sum(u, axis=-1), "ss": jnp.einsum("mks,mls->mkl", u, u)}
 
 
-@partial(jax.jit, static_argnames=("f", "names", "static", "size"))
+@engine.program(static_argnames=("f", "names", "static", "size"))
 def _sobol_call(key, params, blocks, n_valid, *, f, names, static, size):
     return jax.lax.map(lambda a: _sobol_block(key, params, a[0], a[1], f, names, static, size), (blocks, n_valid))
 

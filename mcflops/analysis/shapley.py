@@ -147,7 +147,7 @@ def _block(key, params, st, block, n_valid, f, names, static, size):
     return {"s": jnp.sum(q, axis=-1), "ss": jnp.einsum("mks,mls->mkl", q, q)}
 
 
-@partial(jax.jit, static_argnames=("f", "names", "static", "size"))
+@engine.program(static_argnames=("f", "names", "static", "size"))
 def _call(key, params, st, blocks, n_valid, *, f, names, static, size):
     return jax.lax.map(lambda a: _block(key, params, st, a[0], a[1], f, names, static, size), (blocks, n_valid))
 

@@ -14,6 +14,7 @@ from mcflops.cli import signals
 from mcflops.cli.args import EXIT_BAD_INPUT, build_parser
 from mcflops.cli.session import release_outputs
 from mcflops.errors import SpecError
+from mcflops.priors import memo
 
 # command -> the module of mcflops.cli that runs it (its ``command(args)``), imported when used:
 # `mcflops report` and `mcflops validate` never import JAX
@@ -52,6 +53,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT
+    memo.use()  # priors' fits, tails and tables from earlier runs (a second validate imports no scipy)
     return importlib.import_module(f"mcflops.cli.{COMMANDS[args.command]}").command(args)
 
 

@@ -8,25 +8,14 @@ from typing import Any
 
 
 def setup_jax() -> None:
-    """Before any computation: the engine's devices and hosts (engine.setup), and a persistent compilation
-    cache in the user's cache folder (second runs skip XLA compiles)."""
-    import jax
-
+    """Before any computation: the engine's devices and hosts (engine.setup), and the persistent caches in
+    the user's cache folder (engine.use_cache: a second run loads its compiled programs)."""
     from mcflops import engine
 
     if os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("MCFLOPS_DISTRIBUTED") == "1":
         library_chatter_to_stderr()
     engine.setup()
-
-    cache = os.environ.get("MCFLOPS_JAX_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "mcflops", "jax")
-    try:
-        os.makedirs(cache, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    except OSError:
-        pass  # no writable cache folder: compile every time
+    engine.use_cache()  # no folder to be had: every run compiles
 
 
 def library_chatter_to_stderr() -> None:

@@ -11,6 +11,7 @@ explicit call before the first JAX computation; ``mcflops.run`` and the command 
 - ``kernel``: the compiled program that reduces a block to sums; keyed draws (``draw_z``), likelihood;
 - ``merge``: adding blocks' outputs in block order; ``exact``: what needs no sampling;
 - ``summary``: ``Sums`` and reading them (``ess``, ``hist_cdf``, quantiles, moments);
+- ``programs``: ``program`` (jax.jit whose executables a second process loads from disk), ``use_cache``;
 - ``streams``: every PRNG stream id; ``devices``: ``setup``, ``mesh``; ``rng``: the fused generator.
 """
 
@@ -19,6 +20,7 @@ from mcflops.engine.driver import POOL, POOL_ESS, pool_subblocks, run, sum_block
 from mcflops.engine.kernel import (BLOCK, GPU_BATCH, KEEP, NBINS, SUB, Layout, Likelihood, build_likelihood, draw_z,
                                    log_likelihood, normals)
 from mcflops.engine.merge import psis_tail
+from mcflops.engine.programs import Program, program, stop_cache, use_cache
 from mcflops.engine.streams import (COMPARE, GUMBEL, NUTS, PLAN_PILOT, RESAMPLE, SHAPLEY, SOBOL_A, SOBOL_B, SWEEP,
                                     seed_key, stable_id)
 from mcflops.engine.summary import Sums, ess, hist_cdf, hist_quantiles
@@ -26,4 +28,4 @@ from mcflops.engine.summary import Sums, ess, hist_cdf, hist_quantiles
 __all__ = ["BLOCK", "COMPARE", "GPU_BATCH", "GUMBEL", "KEEP", "NBINS", "NUTS", "PLAN_PILOT", "POOL", "POOL_ESS", "RESAMPLE",
            "SHAPLEY", "SOBOL_A", "SOBOL_B", "SUB", "SWEEP", "Layout", "Likelihood", "Sums", "build_likelihood",
            "draw_z", "ess", "hist_cdf", "hist_quantiles", "log_likelihood", "mesh", "normals", "pool_subblocks",
-           "psis_tail", "run", "seed_key", "setup", "stable_id", "sum_blocks"]
+           "Program", "program", "psis_tail", "stop_cache", "use_cache", "run", "seed_key", "setup", "stable_id", "sum_blocks"]

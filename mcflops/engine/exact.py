@@ -3,9 +3,12 @@ that bound every draw, and the inputs' exact bin probabilities and E[e^kd] (from
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from mcflops.model.compute import Model, outputs
+from mcflops.priors import memo
 
 ZBOUND = 6.4  # no standard normal the engine draws exceeds this (_rng: largest |z| is 6.34)
 
@@ -67,15 +70,20 @@ def ranges(model: Model, rows: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]
 
 def _by_table(fn):
     """Memoise a function of a sampler (and floats) by the sampler's numbers: samplers hold JAX arrays,
-    which do not hash, and the same prior gives equal tables (make_sampler is memoised too)."""
+    which do not hash, and the same prior gives equal tables (make_sampler is memoised too). On disk too
+    when the command line keeps host results (priors.memo: a second run imports no scipy.special)."""
     cache: dict = {}
+    name = f"{fn.__module__}.{fn.__qualname__}"
 
     def wrapper(sampler, *args):
-        key = (sampler.kind, float(sampler.a), float(sampler.b), np.asarray(sampler.table).tobytes(), args)
+        table = np.asarray(sampler.table)
+        key = (sampler.kind, float(sampler.a), float(sampler.b), table.tobytes(), args)
         if key not in cache:
             if len(cache) >= 256:
                 cache.clear()
-            cache[key] = fn(sampler, *args)
+            text = repr((sampler.kind, float(sampler.a), float(sampler.b), str(table.dtype), table.shape,
+                         hashlib.sha256(table.tobytes()).hexdigest(), tuple(float(a) for a in args)))
+            cache[key] = memo.kept(name, text, lambda: fn(sampler, *args))
             cache[key].flags.writeable = False
         return cache[key]
 

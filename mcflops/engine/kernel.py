@@ -27,6 +27,7 @@ import numpy as np
 
 from mcflops.engine import rng as _rng
 from mcflops.engine.devices import mesh
+from mcflops.engine.programs import program
 from mcflops.engine.streams import GUMBEL, stable_id
 from mcflops.model import copula
 from mcflops.model.compute import Model, outputs
@@ -358,9 +359,9 @@ def make_call(lay: Layout, ndev: int):
                            (blocks, n_valid), batch_size=lay.batch if lay.batch > 1 else None)
 
     if ndev == 1:
-        return jax.jit(local)
+        return program(local, token=(lay, ndev))
     from jax.sharding import PartitionSpec as P
 
     sharded = jax.shard_map(local, mesh=mesh(), in_specs=(P(),) * 6 + (P("blocks"), P("blocks")),
                             out_specs=P("blocks"), check_vma=False)
-    return jax.jit(sharded)
+    return program(sharded, token=(lay, ndev))

@@ -12,7 +12,7 @@ from typing import Mapping
 
 import numpy as np
 
-from mcflops.engine import streams, summary
+from mcflops.engine import program, streams, summary
 from mcflops.inference import psis
 from mcflops.inference.summaries import hist_stats
 
@@ -36,8 +36,6 @@ def reservoir_draws(sums, key) -> tuple[np.ndarray, float]:
 
     Also returns the resample's effective size: Kish's ESS of the weights w_i / q_i (at most K - 1).
     """
-    import jax
-
     r = sums.reservoir
     keys, ll, D = np.asarray(r["key"]), np.asarray(r["ll"]), np.asarray(r["D"])
     kappa = keys[-1]
@@ -52,9 +50,18 @@ def reservoir_draws(sums, key) -> tuple[np.ndarray, float]:
     lw = ll - logq
     w = np.exp(lw - lw.max())
     cum = np.cumsum(w / w.sum())
-    u0 = float(jax.random.uniform(jax.random.fold_in(key, streams.RESAMPLE), ()))
+    u0 = float(_resample_start(key))
     idx = np.searchsorted(cum, (u0 + np.arange(ll.size)) / ll.size, side="left")
     return D[:, np.minimum(idx, ll.size - 1)], float(summary.ess(float(w.sum()), float(np.sum(w * w))))
+
+
+def _u0(key):
+    import jax
+
+    return jax.random.uniform(jax.random.fold_in(key, streams.RESAMPLE), ())
+
+
+_resample_start = program(_u0)  # one program, kept across runs (engine.program), for two eager calls
 
 
 def importance_posterior(sums, centers: Mapping[str, float]) -> tuple[dict[str, dict], float]:

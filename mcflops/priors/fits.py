@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 
 from mcflops.priors.dist import Z95
+from mcflops.priors.memo import persistent
 
 
+@persistent(keyed=2)  # err only words the error of a failed fit, and failures are not kept
 def fit_beta_interval(p5: float, p95: float, err=None) -> dict[str, float]:
     """The beta whose 5% and 95% quantiles are p5 and p95.
 

@@ -31,6 +31,8 @@ from functools import lru_cache, wraps
 
 import numpy as np
 
+from mcflops.priors.memo import dist_key, persistent
+
 _SQRT1_2 = 0.7071067811865476  # 1/sqrt(2): Phi(x) = (1 + erf(x/sqrt 2))/2 (A&S 26.2.29)
 
 
@@ -124,8 +126,6 @@ def _triangular_std(u: np.ndarray, c: float) -> np.ndarray:
 
 
 def _quantile(d, u: np.ndarray, upper: bool) -> np.ndarray:
-    from scipy.special import betainccinv, betaincinv
-
     p = d.params
     fam = d.family
     with np.errstate(all="ignore"):
@@ -138,6 +138,8 @@ def _quantile(d, u: np.ndarray, upper: bool) -> np.ndarray:
             loc, scale, a, b = _std_normal_bounds(d)
             z = _tnorm_quantile(a, b, u, upper)
             return loc + scale * z if fam == "normal" else np.exp(loc + scale * z)
+        if fam in ("beta", "pert"):  # imported here: a point or a uniform needs no scipy.special
+            from scipy.special import betainccinv, betaincinv
         if fam == "beta":
             return betainccinv(p["a"], p["b"], u) if upper else betaincinv(p["a"], p["b"], u)
         if fam == "pert":
@@ -156,8 +158,6 @@ def _quantile(d, u: np.ndarray, upper: bool) -> np.ndarray:
 
 
 def _dist_fn(d, x: np.ndarray, upper: bool) -> np.ndarray:
-    from scipy.special import betainc, betaincc
-
     p = d.params
     fam = d.family
     with np.errstate(all="ignore"):
@@ -171,6 +171,8 @@ def _dist_fn(d, x: np.ndarray, upper: bool) -> np.ndarray:
             t = x if fam == "normal" else np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), -np.inf)
             return _tnorm_fn(a, b, (t - loc) / scale, upper)
         if fam in ("beta", "pert"):
+            from scipy.special import betainc, betaincc
+
             if fam == "beta":
                 a, b, y = p["a"], p["b"], x
             else:
@@ -321,13 +323,6 @@ def _mixture_solve(d, u: np.ndarray, upper: bool) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------ memoised per prior
 
-def dist_key(d) -> tuple:
-    """A hashable key of what defines a prior's distribution (``Dist.params`` is a dict; the source and the
-    line do not count)."""
-    return (d.family, tuple(sorted(d.params.items())), d.low, d.high, tuple(dist_key(c) for c in d.components),
-            tuple(d.weights))
-
-
 class _Keyed:
     """A prior hashed and compared by :func:`dist_key`."""
 
@@ -361,6 +356,21 @@ def memoised(maxsize: int):
 
 
 @memoised(256)
+@persistent
+def median(d) -> float:
+    """float(ppf(d, 0.5)), memoised per prior."""
+    return float(ppf(d, 0.5))
+
+
+@memoised(256)
+@persistent
+def central(d) -> tuple[float, float, float]:
+    """(ppf(d, 0.05), ppf(d, 0.5), ppf(d, 0.95)) as floats, memoised per prior."""
+    return tuple(float(ppf(d, q)) for q in (0.05, 0.5, 0.95))
+
+
+@memoised(256)
+@persistent
 def tails(d, u: float) -> tuple[float, float]:
     """(ppf(d, u), isf(d, u)) as floats, memoised per prior."""
     return float(ppf(d, u)), float(isf(d, u))

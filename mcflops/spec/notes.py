@@ -106,9 +106,9 @@ def spread_error(name: str, d: Dist) -> str | None:
     share); a point is one number away, and the message gives it."""
     if d.family == "point":
         return None
-    from mcflops.priors.quantiles import ppf
+    from mcflops.priors.quantiles import central
 
-    q5, q50, q95 = (float(ppf(d, q)) for q in (0.05, 0.5, 0.95))
+    q5, q50, q95 = central(d)
     if q95 - q5 > MIN_SPREAD * max(abs(q5), abs(q95)):
         return None
     return (f"this {d.family} prior has no spread: its 90% interval [{q5:.7g}, {q95:.7g}] is narrower than one part "
