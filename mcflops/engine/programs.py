@@ -239,7 +239,11 @@ def _load(folder: Path, key: str):
     """The stored executable of ``key``, or None (absent, unreadable, another key, corrupt)."""
     from jax.experimental import serialize_executable
 
+    from mcflops.priors.memo import trusted
+
     try:
+        if not trusted(_path(folder, key)):
+            return None
         data = _path(folder, key).read_bytes()
         k = key.encode()
         head = MAGIC + len(k).to_bytes(8, "little") + k
@@ -266,7 +270,9 @@ def _save(folder: Path, key: str, compiled) -> None:
         ids = [d.id for d in compiled._executable._unloaded_executable.device_list]
         body = pickle.dumps((payload, in_tree, out_tree, ids), protocol=pickle.HIGHEST_PROTOCOL)
         k = key.encode()
-        folder.mkdir(parents=True, exist_ok=True)
+        from mcflops.priors.memo import private_folder
+
+        private_folder(folder)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
             f.write(MAGIC + len(k).to_bytes(8, "little") + k + hashlib.sha256(body).digest() + body)

@@ -149,9 +149,34 @@ def prune(folder: Path, keep: int, suffix: str) -> None:
             pass
 
 
-def _load(path: Path, key: str) -> tuple[Any] | None:
-    """(value,) stored under ``key``, or None (absent, unreadable, another key, corrupt)."""
+def trusted(path: Path) -> bool:
+    """Whether an entry may be loaded: it and its folder belong to this user and nobody else can write them.
+    Entries are unpickled (and programs loaded as native code), so a folder another user can write to (a
+    shared ``MCFLOPS_JAX_CACHE=/tmp/x``) would let them run code as this user: such entries are ignored, as
+    ssh ignores a group-writable ``authorized_keys``."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:  # no POSIX owners (Windows): the user's profile folder is private already
+        return True
     try:
+        for p in (path, path.parent):
+            st = p.stat()
+            if st.st_uid != getuid() or st.st_mode & 0o022:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def private_folder(folder: Path) -> None:
+    """Create ``folder`` (and parents) readable and writable by this user only."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def _load(path: Path, key: str) -> tuple[Any] | None:
+    """(value,) stored under ``key``, or None (absent, unreadable, another key, corrupt, not :func:`trusted`)."""
+    try:
+        if not trusted(path):
+            return None
         data = path.read_bytes()
         k = key.encode()
         head = MAGIC + len(k).to_bytes(8, "little") + k
@@ -175,7 +200,7 @@ def _save(path: Path, key: str, value: Any) -> None:
         frozen = hasattr(value, "flags") and not value.flags.writeable
         body = pickle.dumps((value, frozen), protocol=pickle.HIGHEST_PROTOCOL)
         k = key.encode()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
             f.write(MAGIC + len(k).to_bytes(8, "little") + k + hashlib.sha256(body).digest() + body)

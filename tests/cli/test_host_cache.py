@@ -95,3 +95,29 @@ def test_prune_keeps_the_newest(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{i}.pkl" for i in range(4, 10)] + ["other.bin"])
     memo.prune(tmp_path, 8, ".pkl")  # under the cap: nothing
     assert len(list(tmp_path.iterdir())) == 7
+
+
+def test_entries_others_can_write_are_not_loaded(tmp_path):
+    """An entry in a folder another user could write (a shared cache folder) is never unpickled."""
+    import pytest
+
+    if not hasattr(os, "getuid"):
+        pytest.skip("no POSIX owners here")
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return 42.0
+
+    memo.use(tmp_path)
+    try:
+        assert memo.kept("t", "k", compute) == 42.0  # computed, then stored
+        host = tmp_path / "host"
+        assert host.stat().st_mode & 0o077 == 0  # the folder is created private
+        entry = next(host.glob("*.pkl"))
+        assert memo.trusted(entry)
+        host.chmod(0o777)  # now anyone could have planted it
+        assert not memo.trusted(entry)
+        assert memo.kept("t", "k", compute) == 42.0 and len(calls) == 2  # recomputed, not loaded
+    finally:
+        memo.stop()
