@@ -25,7 +25,8 @@ LOO_TARGETS = {"coverage_90": (">=", 0.85), "median_error_pct": ("<", 30.0), "me
 
 class Phases:
     """One progress line per phase on stderr (a terminal only; never with --quiet or --json): each phase's
-    bar fills when the next one starts, with the time it took."""
+    bar fills when the next one starts, with the time it took; ``tick(done, total)`` fills the current one
+    as it goes (a validation split's scored runs)."""
 
     def __init__(self, quiet: bool):
         import sys
@@ -52,6 +53,10 @@ class Phases:
             self.bar.stop_task(self.task)
         self.task = self.bar.add_task(text, total=1)
 
+    def tick(self, done: int, total: int) -> None:
+        if self.bar is not None and self.task is not None and total > 0:
+            self.bar.update(self.task, completed=done / total)
+
     def __exit__(self, *exc):
         if self.bar is not None:
             if self.task is not None:
@@ -64,6 +69,7 @@ def command(args) -> int:
     if args.chains < 1 or args.draws < 50:
         raise SpecError("expected --chains >= 1 and --draws >= 50", field="--draws")
     setup_jax()
+    compile_cache()
     data, export = compute(args)
     if not primary():
         return 0
@@ -80,6 +86,25 @@ def command(args) -> int:
     else:
         show(data)
     return 0
+
+
+def compile_cache() -> None:
+    """Keep the compiled NUTS samplers between runs (JAX's persistent compilation cache, in
+    $XDG_CACHE_HOME/mcflops/jax or ~/.cache/mcflops/jax) unless a cache folder is already configured: a
+    second `mcflops calibrate` skips most of its compiles. Set MCFLOPS_NO_JAX_CACHE=1 to switch it off."""
+    import os
+
+    import jax
+
+    if os.environ.get("MCFLOPS_NO_JAX_CACHE") or jax.config.jax_compilation_cache_dir:
+        return
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    try:
+        (root / "mcflops" / "jax").mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only home: compile every time
+        return
+    jax.config.update("jax_compilation_cache_dir", str(root / "mcflops" / "jax"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 def page_figures(data: dict[str, Any]) -> dict[str, Any]:
@@ -131,7 +156,7 @@ def compute(args) -> tuple[dict[str, Any], dict[str, Any] | None]:
         data: dict[str, Any] = cal.fit_summary(fit, cfg, args.seed)
         v = None
         if not args.no_loo:
-            v = cal.validate(jax.random.fold_in(key, 1), runs, vcfg, phase=phase)
+            v = cal.validate(jax.random.fold_in(key, 1), runs, vcfg, phase=phase, tick=phase.tick)
             data["validation"] = v.to_dict()
             data["validation_table"] = v.table()
             data["targets"] = targets(v.table())

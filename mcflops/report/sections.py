@@ -125,7 +125,9 @@ def napkin(run) -> Section:
         rule = known.rule if known is not None and known.rule else f"{conv} per token"
         flops = [f"FLOPs = {rule} × D = ", fmt("flops", ch.get("flops_per_token"), 4),
                  " × ", f4("tokens"), " = ", B(fmt("flops", ch["flops"], 4)), "."]
-    steps = [flops, ["GPU-hours = FLOPs / (peak × MFU × goodput) / 3600 = ", fmt("flops", ch["flops"], 4), " / (",
+    # a calibrated mfu prior is effective utilization (MFU x goodput, its goodput 1): say so in the chain
+    u = "MFU × goodput (calibrated)" if run.spec is not None and calibrated.describe(run.spec.priors.get("mfu")) else "MFU"
+    steps = [flops, [f"GPU-hours = FLOPs / (peak × {u} × goodput) / 3600 = ", fmt("flops", ch["flops"], 4), " / (",
                      f4("peak_flops"), " × ", fmt("mfu", ch["mfu"], 4), " × ", fmt("goodput", ch["goodput"], 4),
                      ") / 3600 = ", B(fmt("gpu_hours", ch["gpu_hours"], 4)), "."]]
     count = _count(run)
