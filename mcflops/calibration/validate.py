@@ -31,18 +31,29 @@ def hours_predictive(log_hours_u1: float, log_u: Callable[[np.ndarray], tuple[np
     return Predictive(log_hours_u1 - GRID[::-1], 1.0 - cdf[::-1], pdf[::-1])
 
 
-def quadrature_nodes(sd: np.ndarray, sigma: np.ndarray) -> int:
-    """Gauss-Hermite nodes for the CDF's integral over the reporting noise (priors.calibrated.log_u_cdf_pdf):
-    the integrand varies on the scale sd / sigma in units of the noise, so 8 nodes while sigma < 0.3 sd, 16
-    while sigma < sd, else 48 (the shipped prior's count); the CDF then moves by under 1e-3 against 48
-    nodes (tests/calibration/test_validation.py). The density is not: see model_log_u."""
-    r = float(np.max(np.asarray(sigma, float) / np.asarray(sd, float)))
-    return 8 if r < 0.3 else 16 if r < 1.0 else 48
+def quadrature_nodes(sd: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """Per draw, the Gauss-Hermite nodes for the CDF's integral over the reporting noise
+    (priors.calibrated.log_u_cdf_pdf): the integrand, a CDF, varies on the scale sd / sigma in units of the
+    noise, so 8 nodes while sigma < 0.3 sd, 16 while sigma < 2 sd, else 48 (the shipped prior's count for
+    the whole table); the CDF then moves by under 1e-3 against 48 nodes (tests/calibration/test_validation.py).
+    The density is not as forgiving: see model_log_u."""
+    r = np.asarray(sigma, float) / np.asarray(sd, float)
+    return np.where(r < 0.3, 8, np.where(r < 2.0, 16, 48))
+
+
+def log_u_cdf(params: tuple[np.ndarray, ...], t: np.ndarray, df) -> np.ndarray:
+    """The predictive CDF of log u at ``t`` (an equal-weight mixture over draws), each group of draws with
+    its quadrature_nodes count."""
+    nodes = quadrature_nodes(params[1], params[3])
+    cdf = np.zeros(len(t))
+    for n in np.unique(nodes):
+        keep = nodes == n
+        cdf += keep.mean() * derived.log_u_cdf_pdf(*(p[keep] for p in params), t, df=df, nodes=int(n))[0]
+    return cdf
 
 
 def model_log_u(fit: Fit, i: int, most: int = 120, at: float | None = None):
-    """Run i's predictive of log u from ``fit``. With ``at`` (the published log u) the CDF uses
-    quadrature_nodes' count and the density is computed only at the two grid points around ``at``, with
+    """Run i's predictive of log u from ``fit``. With ``at`` (the published log u) the CDF is log_u_cdf's and the density is computed only at the two grid points around ``at``, with
     log_u_cdf_pdf's own count: the log score reads the density there alone, and under Student-t run effects
     the density's quadrature depends on the node count far more than the CDF's (an integrable spike of
     log sigmoid's density at u -> 1), so the log score stays the one the full computation gives."""
@@ -50,10 +61,10 @@ def model_log_u(fit: Fit, i: int, most: int = 120, at: float | None = None):
     df = fit.config.run_df
     if at is None:
         return lambda t: derived.log_u_cdf_pdf(*params, t, df=df)
-    nodes = quadrature_nodes(params[1], params[3])
+    params = tuple(np.broadcast_to(np.asarray(p, float), params[0].shape) for p in params)
 
     def log_u(t):
-        cdf, _ = derived.log_u_cdf_pdf(*params, t, df=df, nodes=nodes)
+        cdf = log_u_cdf(params, t, df)
         j = int(np.clip(np.searchsorted(t, at), 1, len(t) - 1))
         pdf = np.zeros_like(cdf)
         pdf[j - 1:j + 1] = derived.log_u_cdf_pdf(*params, t[j - 1:j + 1], df=df)[1]

@@ -194,7 +194,7 @@ def test_a_skipped_split_fits_nothing():
     assert "skipped" in v.to_dict()["splits"][0]
 
 
-@pytest.mark.parametrize("ratio", [0.25, 0.95, 2.0])
+@pytest.mark.parametrize("ratio", [0.25, 0.95, 1.9, 4.0])
 def test_the_validations_quadrature_matches_48_nodes(ratio):
     """The scores with validate.quadrature_nodes' count against 48 Gauss-Hermite nodes (the shipped prior's
     count for a wide noise): within 1e-3 where the noise is up to the run spread's size."""
@@ -203,10 +203,11 @@ def test_the_validations_quadrature_matches_48_nodes(ratio):
     rng = np.random.default_rng(3)
     m = rng.normal(-0.8, 0.2, 40)
     s = rng.uniform(0.2, 0.35, 40)
-    g = np.full(40, ratio * s.min())
+    g = ratio * s
     a = np.zeros(40)
     n = quadrature_nodes(s, g)
-    assert n == {0.25: 8, 0.95: 16, 2.0: 48}[ratio]
+    assert set(n) == {{0.25: 8, 0.95: 16, 1.9: 16, 4.0: 48}[ratio]}
+    n = int(n[0])
     for y in (15.7, 16.2, 16.8):  # log hours around the predictive's median, 15 - log sigmoid(-0.8)
         ref = score("x", "f", "derived", y, hours_predictive(15.0, lambda t: derived.log_u_cdf_pdf(
             m, s, a, g, t, df=4.0, nodes=48)))
@@ -230,7 +231,7 @@ def test_the_validations_log_score_is_the_full_computations():
              "sigma": np.tile([0.2, 0.25, 0.3, 0.15, 0.15, 0.1, 0.1], (s_, 1)), "throughput_offset": np.zeros(s_)}
     cfg = cal.Config(chains=1, warmup=1, draws=s_, run_df=4.0)
     fit = Fit(cfg, runs, np.ones(runs.n), draws, {}, 0, 0.0)
-    assert quadrature_nodes(draws["tau"], draws["sigma"][:, 0]) == 16  # the toy runs are "reported": sigma 0.2
+    assert set(quadrature_nodes(draws["tau"], draws["sigma"][:, 0])) == {16}  # toy runs are "reported": sigma 0.2
     for i in (0, 3, 6):
         for y in runs.log_hours[i] + np.array([-0.3, 0.4]):
             c = runs.log_hours_u1[i]
