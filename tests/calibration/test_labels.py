@@ -36,3 +36,18 @@ def test_the_calibration_page_never_calls_the_calibrated_quantity_mfu_alone():
         if md.startswith("MFU", i):
             near = md[max(0, i - 12):i + 16]
             assert "MFU x goodput" in near or "MFU × goodput" in near or "implied MFU" in near or "MFU uniform" in near, near
+
+
+def test_the_headline_names_a_calibrated_posterior_effective_utilization():
+    st = {"p5": 0.25, "p50": 0.33, "p95": 0.42, "mean": 0.33, "sd": 0.05}
+    gh = {"p5": 2.5e7, "p50": 3.0e7, "p95": 3.6e7, "mean": 3.0e7, "sd": 3e6}
+    summary = {"prior": {"gpu_hours": gh, "mfu": st}, "posterior": {"gpu_hours": gh, "mfu": st}}
+
+    def md(mfu):
+        s = load_spec({"name": "c", "hardware": {"accelerator": "h100-sxm", "precision": "bf16", "count": 1024},
+                       "priors": {"params": 405e9, "tokens": 15e12, "mfu": mfu}})
+        run = report.Run(summary, s, {}, "x")
+        return " ".join(report.to_markdown(report.Document("t", "", "m", [sections.headline(run)])).split())
+
+    assert "the run-average MFU × goodput (effective utilization) is" in md({"calibrated": True})
+    assert "the run-average MFU is" in md({"beta": [0.3, 0.45]})
