@@ -68,8 +68,7 @@ class Phases:
 def command(args) -> int:
     if args.chains < 1 or args.draws < 50:
         raise SpecError("expected --chains >= 1 and --draws >= 50", field="--draws")
-    setup_jax()
-    compile_cache()
+    setup_jax()  # also JAX's persistent compilation cache: a second run skips the samplers' compiles
     data, export = compute(args)
     if not primary():
         return 0
@@ -86,25 +85,6 @@ def command(args) -> int:
     else:
         show(data)
     return 0
-
-
-def compile_cache() -> None:
-    """Keep the compiled NUTS samplers between runs (JAX's persistent compilation cache, in
-    $XDG_CACHE_HOME/mcflops/jax or ~/.cache/mcflops/jax) unless a cache folder is already configured: a
-    second `mcflops calibrate` skips most of its compiles. Set MCFLOPS_NO_JAX_CACHE=1 to switch it off."""
-    import os
-
-    import jax
-
-    if os.environ.get("MCFLOPS_NO_JAX_CACHE") or jax.config.jax_compilation_cache_dir:
-        return
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    try:
-        (root / "mcflops" / "jax").mkdir(parents=True, exist_ok=True)
-    except OSError:  # a read-only home: compile every time
-        return
-    jax.config.update("jax_compilation_cache_dir", str(root / "mcflops" / "jax"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 def page_figures(data: dict[str, Any]) -> dict[str, Any]:

@@ -236,7 +236,6 @@ def test_cli_writes_json_figure_and_fit(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(calibrate_command, "compute", fake)
     monkeypatch.setattr(calibrate_command, "fit_path", lambda: tmp_path / "fit.json")
-    monkeypatch.setenv("MCFLOPS_NO_JAX_CACHE", "1")  # no compilation cache in the user's home from a test
     assert cli.main(["calibrate", "--write", "--out", str(tmp_path / "out")]) == 0
     assert json.loads((tmp_path / "out" / "calibration.json").read_text())["loo"]["coverage_90"] == 1.0
     assert (tmp_path / "out" / "calibration.png").stat().st_size > 10_000
@@ -246,28 +245,3 @@ def test_cli_writes_json_figure_and_fit(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "a_acc[hopper]" in out and "calibrated on 1 published runs" in out
     assert cli.main(["calibrate", "--draws", "10"]) == 2
-
-
-def test_calibrate_keeps_compiled_samplers_in_a_cache_folder(tmp_path, monkeypatch):
-    """compile_cache: JAX's persistent cache under $XDG_CACHE_HOME/mcflops/jax unless one is configured or
-    MCFLOPS_NO_JAX_CACHE is set."""
-    import jax
-
-    from mcflops.cli.calibrate import compile_cache
-
-    before = jax.config.jax_compilation_cache_dir
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    try:
-        jax.config.update("jax_compilation_cache_dir", None)
-        monkeypatch.setenv("MCFLOPS_NO_JAX_CACHE", "1")
-        compile_cache()
-        assert jax.config.jax_compilation_cache_dir is None
-        monkeypatch.delenv("MCFLOPS_NO_JAX_CACHE")
-        compile_cache()
-        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mcflops" / "jax")
-        assert (tmp_path / "mcflops" / "jax").is_dir()
-        jax.config.update("jax_compilation_cache_dir", "/elsewhere")
-        compile_cache()
-        assert jax.config.jax_compilation_cache_dir == "/elsewhere"  # the user's own setting stands
-    finally:
-        jax.config.update("jax_compilation_cache_dir", before)
