@@ -18,7 +18,7 @@ from mcflops.calibration.model import Config, Fit, Sampler
 from mcflops.calibration.predict import log_u_params
 from mcflops.calibration.runs import Runs
 from mcflops.calibration.scores import Predictive, Scored, aggregate, score
-from mcflops.calibration.splits import SPLITS, Split, make_splits
+from mcflops.calibration.splits import SHORT, SPLITS, Split, make_splits
 from mcflops.priors import calibrated as derived
 
 GRID = np.linspace(-9.0, -1e-9, 900)  # log u from 1.2e-4 to 1: where every predictive's mass lies
@@ -127,8 +127,7 @@ def validate(key, runs: Runs, cfg: Config, names: Sequence[str] = SPLITS,
     fits: list[Fit] = []
     if made:
         if phase:
-            phase(f"validation: fitting {w.shape[0]} folds of {len(made)} splits jointly (NUTS, {cfg.chains} "
-                  f"chains x {cfg.draws} draws)")
+            phase(f"validation: {w.shape[0]} folds of {len(made)} splits, one NUTS run ({cfg.chains} x {cfg.draws})")
         fits = Sampler(runs, cfg, folds=w.shape[0]).fit(key, w)
     ok = scored_runs(runs)
     results, f = [], 0
@@ -136,7 +135,7 @@ def validate(key, runs: Runs, cfg: Config, names: Sequence[str] = SPLITS,
         res = SplitResult(s, {m: [] for m in MODELS})
         total = sum(int(ok[i]) for fold in s.folds for i in fold.held_out)
         if phase and not s.skipped:
-            phase(f"validation, {s.label}: scoring {total} held-out runs (model and baselines)")
+            phase(f"validation, {SHORT.get(s.name, s.name)}: scoring {total} held-out runs")
         for fold in s.folds:
             fit = fits[f]
             f += 1

@@ -189,8 +189,11 @@ def test_a_skipped_split_fits_nothing():
     import jax
 
     runs = _toy(published=False)
-    v = cal.validate(jax.random.key(0), runs, cal.Config(chains=1, warmup=10, draws=10), ("time",))
+    said, ticks = [], []
+    v = cal.validate(jax.random.key(0), runs, cal.Config(chains=1, warmup=10, draws=10), ("time",),
+                     phase=said.append, tick=lambda done, total: ticks.append((done, total)))
     assert v.splits[0].split.skipped and v.table() == []
+    assert said == [] and ticks == []  # a skipped split has no phase line and nothing to count
     assert "skipped" in v.to_dict()["splits"][0]
 
 
@@ -239,3 +242,16 @@ def test_the_validations_log_score_is_the_full_computations():
             fast = score("x", "f", "derived", y, hours_predictive(c, model_log_u(fit, i, at=c - y)))
             assert fast.log_score == pytest.approx(full.log_score, rel=1e-12, abs=1e-12)
             assert abs(fast.crps - full.crps) < 1e-3 and abs(fast.pit - full.pit) < 1e-3
+
+
+def test_each_split_has_a_phase_line_and_counts_its_scored_runs():
+    import jax
+
+    runs = _toy()
+    said, ticks = [], []
+    cal.validate(jax.random.key(0), runs, cal.Config(chains=1, warmup=20, draws=20), ("org", "time"),
+                 phase=said.append, tick=lambda done, total: ticks.append((done, total)))
+    assert said[0].startswith("validation: 4 folds of 2 splits")  # Meta, Google, Other; the time split
+    assert said[1:] == ["validation, organisation out: scoring 7 held-out runs",
+                        "validation, time split: scoring 3 held-out runs"]
+    assert ticks == [(i, 7) for i in range(1, 8)] + [(i, 3) for i in range(1, 4)]
