@@ -60,6 +60,8 @@ class Config:
     covariates: tuple[str, ...] = ("moe",)
     org_effect: bool = True
     acc_effect: bool = True
+    # what the accelerator effect pools over: "family" (H100 and H800 one family) or the row's "generation"
+    acc_group: str = "family"
     chains: int = 4
     warmup: int = 400
     draws: int = 400
@@ -181,7 +183,7 @@ class Fit:
 def _labels(fit: Fit, name: str, v: np.ndarray) -> list[str]:
     if v.ndim == 2:
         return [name]
-    names = {"beta": fit.config.covariates, "a_org": fit.runs.org_names, "a_acc": fit.runs.family_names,
+    names = {"beta": fit.config.covariates, "a_org": fit.runs.org_names, "a_acc": fit.runs.acc_names(fit.config.acc_group),
              "sigma": KINDS}[name]
     return [f"{name}[{n}]" for n in names]
 
@@ -193,12 +195,13 @@ class Sampler:
         from numpyro.infer import MCMC, NUTS
 
         self.runs, self.cfg, self.folds = runs, cfg, folds
-        model = _model_fn(cfg, len(runs.org_names), len(runs.family_names), folds, tuple(sorted(set(runs.kinds))))
+        model = _model_fn(cfg, len(runs.org_names), len(runs.acc_names(cfg.acc_group)), folds,
+                          tuple(sorted(set(runs.kinds))))
         self.mcmc = MCMC(NUTS(model, target_accept_prob=cfg.target_accept), num_warmup=cfg.warmup,
                          num_samples=cfg.draws, num_chains=cfg.chains, chain_method="vectorized",
                          progress_bar=False, jit_model_args=True)
         ix = runs.index()
-        self.args = (runs.x(cfg.covariates), ix["org"], ix["fam"], ix["kind"], runs.log_hours_u1, runs.log_hours)
+        self.args = (runs.x(cfg.covariates), ix["org"], runs.acc_index(cfg.acc_group), ix["kind"], runs.log_hours_u1, runs.log_hours)
 
     def fit(self, key, weights: np.ndarray | None = None) -> list[Fit]:
         """One joint run; ``weights`` is (folds, runs) (default: every run, every fold). One Fit per fold."""

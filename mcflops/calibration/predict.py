@@ -32,14 +32,15 @@ def log_u_params(fit: Fit, i: int, most: int = 1000) -> tuple[np.ndarray, ...]:
     peaks = np.array([derived.peak16(a) for a in runs.accelerators])
     seen = fit.weights > 0
     peak = peaks[i]
-    if not np.any(seen & (ix["fam"] == ix["fam"][i])):
+    acc = runs.acc_index(fit.config.acc_group)
+    if not np.any(seen & (acc == acc[i])):
         peak = float(np.clip(peak, peaks[seen].min(), peaks[seen].max()))
     x = derived.covariates(fit.config.covariates, runs.params[i], peak, runs.moe[i])
     mean = d["alpha"] + d["beta"] @ x
     if "a_org" in d:
         mean = mean + d["a_org"][:, ix["org"][i]]
     if "a_acc" in d:
-        mean = mean + d["a_acc"][:, ix["fam"][i]]
+        mean = mean + d["a_acc"][:, acc[i]]
     kind = runs.kinds[i]
     shift = d["throughput_offset"] if kind == "throughput" else np.zeros_like(mean)
     sigma = d["sigma"][:, KINDS.index(kind)]

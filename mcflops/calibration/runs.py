@@ -47,6 +47,19 @@ class Runs:
     def family_names(self) -> tuple[str, ...]:
         return tuple(sorted({derived.accelerator_family(a) for a in self.accelerators}))
 
+    def acc_names(self, group: str = "family") -> tuple[str, ...]:
+        """The accelerator effect's levels: families, or the rows' ``generation`` (calibration.model.Config.acc_group)."""
+        if group not in ("family", "generation"):
+            raise ValueError(f"acc_group must be 'family' or 'generation', got {group!r}")
+        return self.family_names if group == "family" else tuple(sorted(set(self.generations)))
+
+    def acc_index(self, group: str = "family") -> np.ndarray:
+        """Each run's level of the accelerator effect (see acc_names)."""
+        if group == "family":
+            return self.index()["fam"]
+        names = self.acc_names(group)
+        return np.array([names.index(g) for g in self.generations], np.int32)
+
     def x(self, names: Sequence[str]) -> np.ndarray:
         peaks = np.array([derived.peak16(a) for a in self.accelerators])
         return derived.covariates(names, self.params, peaks, self.moe)

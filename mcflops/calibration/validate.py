@@ -18,7 +18,7 @@ from mcflops.calibration.model import Config, Fit, Sampler
 from mcflops.calibration.predict import log_u_params
 from mcflops.calibration.runs import Runs
 from mcflops.calibration.scores import Predictive, Scored, aggregate, score
-from mcflops.calibration.splits import SPLITS, Split, make_splits
+from mcflops.calibration.splits import SHORT, SPLITS, Split, make_splits
 from mcflops.priors import calibrated as derived
 
 GRID = np.linspace(-9.0, -1e-9, 900)  # log u from 1.2e-4 to 1: where every predictive's mass lies
@@ -31,9 +31,46 @@ def hours_predictive(log_hours_u1: float, log_u: Callable[[np.ndarray], tuple[np
     return Predictive(log_hours_u1 - GRID[::-1], 1.0 - cdf[::-1], pdf[::-1])
 
 
-def model_log_u(fit: Fit, i: int, most: int = 120):
+def quadrature_nodes(sd: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """Per draw, the Gauss-Hermite nodes for the CDF's integral over the reporting noise
+    (priors.calibrated.log_u_cdf_pdf): the integrand, a CDF, varies on the scale sd / sigma in units of the
+    noise, so 8 nodes while sigma < 0.3 sd, 16 while sigma < 2 sd, else 48 (the shipped prior's count for
+    the whole table); the CDF then moves by under 1e-3 against 48 nodes (tests/calibration/test_validation.py).
+    The density is not as forgiving: see model_log_u."""
+    r = np.asarray(sigma, float) / np.asarray(sd, float)
+    return np.where(r < 0.3, 8, np.where(r < 2.0, 16, 48))
+
+
+def log_u_cdf(params: tuple[np.ndarray, ...], t: np.ndarray, df) -> np.ndarray:
+    """The predictive CDF of log u at ``t`` (an equal-weight mixture over draws), each group of draws with
+    its quadrature_nodes count."""
+    nodes = quadrature_nodes(params[1], params[3])
+    cdf = np.zeros(len(t))
+    for n in np.unique(nodes):
+        keep = nodes == n
+        cdf += keep.mean() * derived.log_u_cdf_pdf(*(p[keep] for p in params), t, df=df, nodes=int(n))[0]
+    return cdf
+
+
+def model_log_u(fit: Fit, i: int, most: int = 120, at: float | None = None):
+    """Run i's predictive of log u from ``fit``. With ``at`` (the published log u) the CDF is log_u_cdf's and the density is computed only at the two grid points around ``at``, with
+    log_u_cdf_pdf's own count: the log score reads the density there alone, and under Student-t run effects
+    the density's quadrature depends on the node count far more than the CDF's (an integrable spike of
+    log sigmoid's density at u -> 1), so the log score stays the one the full computation gives."""
     params = log_u_params(fit, i, most)
-    return lambda t: derived.log_u_cdf_pdf(*params, t, df=fit.config.run_df)
+    df = fit.config.run_df
+    if at is None:
+        return lambda t: derived.log_u_cdf_pdf(*params, t, df=df)
+    params = tuple(np.broadcast_to(np.asarray(p, float), params[0].shape) for p in params)
+
+    def log_u(t):
+        cdf = log_u_cdf(params, t, df)
+        j = int(np.clip(np.searchsorted(t, at), 1, len(t) - 1))
+        pdf = np.zeros_like(cdf)
+        pdf[j - 1:j + 1] = derived.log_u_cdf_pdf(*params, t[j - 1:j + 1], df=df)[1]
+        return cdf, pdf
+
+    return log_u
 
 
 @dataclass
@@ -77,8 +114,12 @@ def scored_runs(runs: Runs) -> np.ndarray:
 
 
 def validate(key, runs: Runs, cfg: Config, names: Sequence[str] = SPLITS,
-             phase: Callable[[str], None] | None = None) -> Validation:
-    """Every split's folds in one joint NUTS run (one compile), then each held-out run's predictions scored."""
+             phase: Callable[[str], None] | None = None,
+             tick: Callable[[int, int], None] | None = None) -> Validation:
+    """Every split's folds in one joint NUTS run (one compile), then each held-out run's predictions scored.
+
+    ``phase(text)`` names each stage (the joint fit, then one line per split's scoring) and ``tick(done,
+    total)`` counts a split's scored runs."""
     splits = make_splits(runs, names)
     made = [s for s in splits if not s.skipped]
     w = np.concatenate([s.weights(runs.n) for s in made]) if made else np.zeros((0, runs.n))
@@ -86,14 +127,15 @@ def validate(key, runs: Runs, cfg: Config, names: Sequence[str] = SPLITS,
     fits: list[Fit] = []
     if made:
         if phase:
-            phase(f"fitting {w.shape[0]} folds of {len(made)} splits jointly (NUTS)")
+            phase(f"validation: {w.shape[0]} folds of {len(made)} splits, one NUTS run ({cfg.chains} x {cfg.draws})")
         fits = Sampler(runs, cfg, folds=w.shape[0]).fit(key, w)
-    if phase:
-        phase("scoring the held-out runs (model and baselines)")
     ok = scored_runs(runs)
     results, f = [], 0
     for s in splits:
         res = SplitResult(s, {m: [] for m in MODELS})
+        total = sum(int(ok[i]) for fold in s.folds for i in fold.held_out)
+        if phase and not s.skipped:
+            phase(f"validation, {SHORT.get(s.name, s.name)}: scoring {total} held-out runs")
         for fold in s.folds:
             fit = fits[f]
             f += 1
@@ -103,9 +145,11 @@ def validate(key, runs: Runs, cfg: Config, names: Sequence[str] = SPLITS,
                     continue
                 c, y = runs.log_hours_u1[i], runs.log_hours[i]
                 res.rows["model"].append(score(runs.ids[i], fold.label, runs.kinds[i], y,
-                                               hours_predictive(c, model_log_u(fit, i))))
+                                               hours_predictive(c, model_log_u(fit, i, at=c - y))))
                 for m in base.BASELINES:
                     res.rows[m].append(score(runs.ids[i], fold.label, runs.kinds[i], y, hours_predictive(c, bl[m](i))))
+                if tick:
+                    tick(len(res.rows["model"]), total)
         results.append(res)
     div = fits[0].divergences if fits else 0
     return Validation(results, time.perf_counter() - t0, div, cfg)

@@ -25,7 +25,8 @@ LOO_TARGETS = {"coverage_90": (">=", 0.85), "median_error_pct": ("<", 30.0), "me
 
 class Phases:
     """One progress line per phase on stderr (a terminal only; never with --quiet or --json): each phase's
-    bar fills when the next one starts, with the time it took."""
+    bar fills when the next one starts, with the time it took; ``tick(done, total)`` fills the current one
+    as it goes (a validation split's scored runs)."""
 
     def __init__(self, quiet: bool):
         import sys
@@ -52,6 +53,10 @@ class Phases:
             self.bar.stop_task(self.task)
         self.task = self.bar.add_task(text, total=1)
 
+    def tick(self, done: int, total: int) -> None:
+        if self.bar is not None and self.task is not None and total > 0:
+            self.bar.update(self.task, completed=done / total)
+
     def __exit__(self, *exc):
         if self.bar is not None:
             if self.task is not None:
@@ -66,7 +71,7 @@ def command(args) -> int:
     if getattr(args, "layout", False):
         return layout_command(args)
     args.out = args.out or "reports/calibration"
-    setup_jax()
+    setup_jax()  # also JAX's persistent compilation cache: a second run skips the samplers' compiles
     data, export = compute(args)
     if not primary():
         return 0
@@ -134,7 +139,7 @@ def compute(args) -> tuple[dict[str, Any], dict[str, Any] | None]:
         data: dict[str, Any] = cal.fit_summary(fit, cfg, args.seed)
         v = None
         if not args.no_loo:
-            v = cal.validate(jax.random.fold_in(key, 1), runs, vcfg, phase=phase)
+            v = cal.validate(jax.random.fold_in(key, 1), runs, vcfg, phase=phase, tick=phase.tick)
             data["validation"] = v.to_dict()
             data["validation_table"] = v.table()
             data["targets"] = targets(v.table())

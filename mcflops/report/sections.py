@@ -63,7 +63,8 @@ def headline(run) -> Section:
     if m and stat(prior, "mfu") and failed:
         box.append(P(["The posterior MFU is not stated here: the posterior failed its checks (see above)."]))
     elif m and stat(prior, "mfu"):
-        box.append(P(["Given the published figure, the run-average MFU is ", B(fmt("mfu", m["p50"])),
+        what = "MFU × goodput (effective utilization)" if _calibrated_mfu(run) else "MFU"
+        box.append(P([f"Given the published figure, the run-average {what} is ", B(fmt("mfu", m["p50"])),
                       f" (90%: {interval('mfu', m.get('p5'), m.get('p95'))}; prior "
                       f"{median_ci('mfu', prior['mfu'])}). See \u201c{IMPLIED}\u201d below."]))
     sec.blocks.append(Box(box))
@@ -108,6 +109,11 @@ def _observed_sentence(name: str, o: Mapping) -> list:
 # ---- napkin chain --------------------------------------------------------------------------------
 
 
+def _calibrated_mfu(run) -> bool:
+    """The file's mfu prior is the calibrated one: effective utilization (MFU x goodput), its goodput 1."""
+    return run.spec is not None and calibrated.describe(run.spec.priors.get("mfu")) is not None
+
+
 def napkin(run) -> Section:
     s = run.summary
     sec = Section("napkin", "The napkin chain")
@@ -125,7 +131,9 @@ def napkin(run) -> Section:
         rule = known.rule if known is not None and known.rule else f"{conv} per token"
         flops = [f"FLOPs = {rule} × D = ", fmt("flops", ch.get("flops_per_token"), 4),
                  " × ", f4("tokens"), " = ", B(fmt("flops", ch["flops"], 4)), "."]
-    steps = [flops, ["GPU-hours = FLOPs / (peak × MFU × goodput) / 3600 = ", fmt("flops", ch["flops"], 4), " / (",
+    # a calibrated mfu prior is effective utilization (MFU x goodput, its goodput 1): say so in the chain
+    u = "MFU × goodput (calibrated)" if _calibrated_mfu(run) else "MFU"
+    steps = [flops, [f"GPU-hours = FLOPs / (peak × {u} × goodput) / 3600 = ", fmt("flops", ch["flops"], 4), " / (",
                      f4("peak_flops"), " × ", fmt("mfu", ch["mfu"], 4), " × ", fmt("goodput", ch["goodput"], 4),
                      ") / 3600 = ", B(fmt("gpu_hours", ch["gpu_hours"], 4)), "."]]
     count = _count(run)

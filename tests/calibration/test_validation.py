@@ -189,6 +189,69 @@ def test_a_skipped_split_fits_nothing():
     import jax
 
     runs = _toy(published=False)
-    v = cal.validate(jax.random.key(0), runs, cal.Config(chains=1, warmup=10, draws=10), ("time",))
+    said, ticks = [], []
+    v = cal.validate(jax.random.key(0), runs, cal.Config(chains=1, warmup=10, draws=10), ("time",),
+                     phase=said.append, tick=lambda done, total: ticks.append((done, total)))
     assert v.splits[0].split.skipped and v.table() == []
+    assert said == [] and ticks == []  # a skipped split has no phase line and nothing to count
     assert "skipped" in v.to_dict()["splits"][0]
+
+
+@pytest.mark.parametrize("ratio", [0.25, 0.95, 1.9, 4.0])
+def test_the_validations_quadrature_matches_48_nodes(ratio):
+    """The scores with validate.quadrature_nodes' count against 48 Gauss-Hermite nodes (the shipped prior's
+    count for a wide noise): within 1e-3 where the noise is up to the run spread's size."""
+    from mcflops.calibration.validate import quadrature_nodes
+
+    rng = np.random.default_rng(3)
+    m = rng.normal(-0.8, 0.2, 40)
+    s = rng.uniform(0.2, 0.35, 40)
+    g = ratio * s
+    a = np.zeros(40)
+    n = quadrature_nodes(s, g)
+    assert set(n) == {{0.25: 8, 0.95: 16, 1.9: 16, 4.0: 48}[ratio]}
+    n = int(n[0])
+    for y in (15.7, 16.2, 16.8):  # log hours around the predictive's median, 15 - log sigmoid(-0.8)
+        ref = score("x", "f", "derived", y, hours_predictive(15.0, lambda t: derived.log_u_cdf_pdf(
+            m, s, a, g, t, df=4.0, nodes=48)))
+        got = score("x", "f", "derived", y, hours_predictive(15.0, lambda t: derived.log_u_cdf_pdf(
+            m, s, a, g, t, df=4.0, nodes=n)))
+        assert abs(got.crps - ref.crps) < 1e-3 and abs(got.pit - ref.pit) < 1e-3
+        assert abs(math.log(got.p95 / ref.p95)) < 1e-3 and abs(math.log(got.p5 / ref.p5)) < 1e-3
+
+
+def test_the_validations_log_score_is_the_full_computations():
+    """model_log_u with the published log u: the same log score as the full 48-node computation (the density
+    is computed only where the log score reads it), and a CRPS within 1e-3."""
+    from mcflops.calibration.model import Fit
+    from mcflops.calibration.validate import model_log_u, quadrature_nodes
+
+    runs = _toy()
+    rng = np.random.default_rng(5)
+    s_ = 30
+    draws = {"alpha": rng.normal(-0.6, 0.1, s_), "beta": rng.normal(0, 0.1, (s_, 1)), "tau": rng.uniform(0.25, 0.3, s_),
+             "a_org": rng.normal(0, 0.1, (s_, 3)), "a_acc": rng.normal(0, 0.1, (s_, 4)),
+             "sigma": np.tile([0.2, 0.25, 0.3, 0.15, 0.15, 0.1, 0.1], (s_, 1)), "throughput_offset": np.zeros(s_)}
+    cfg = cal.Config(chains=1, warmup=1, draws=s_, run_df=4.0)
+    fit = Fit(cfg, runs, np.ones(runs.n), draws, {}, 0, 0.0)
+    assert set(quadrature_nodes(draws["tau"], draws["sigma"][:, 0])) == {16}  # toy runs are "reported": sigma 0.2
+    for i in (0, 3, 6):
+        for y in runs.log_hours[i] + np.array([-0.3, 0.4]):
+            c = runs.log_hours_u1[i]
+            full = score("x", "f", "derived", y, hours_predictive(c, model_log_u(fit, i)))
+            fast = score("x", "f", "derived", y, hours_predictive(c, model_log_u(fit, i, at=c - y)))
+            assert fast.log_score == pytest.approx(full.log_score, rel=1e-12, abs=1e-12)
+            assert abs(fast.crps - full.crps) < 1e-3 and abs(fast.pit - full.pit) < 1e-3
+
+
+def test_each_split_has_a_phase_line_and_counts_its_scored_runs():
+    import jax
+
+    runs = _toy()
+    said, ticks = [], []
+    cal.validate(jax.random.key(0), runs, cal.Config(chains=1, warmup=20, draws=20), ("org", "time"),
+                 phase=said.append, tick=lambda done, total: ticks.append((done, total)))
+    assert said[0].startswith("validation: 4 folds of 2 splits")  # Meta, Google, Other; the time split
+    assert said[1:] == ["validation, organisation out: scoring 7 held-out runs",
+                        "validation, time split: scoring 3 held-out runs"]
+    assert ticks == [(i, 7) for i in range(1, 8)] + [(i, 3) for i in range(1, 4)]
