@@ -56,9 +56,10 @@ class Config:
 
     # the grouped validation's choice among calibration.select's candidates (`mcflops calibrate --select`):
     # size, peak and their product fitted the held-out organisations and generations worse than the
-    # partially pooled effects alone, and heavy-tailed (Student-t) run effects better than normal ones
+    # partially pooled effects alone, heavy-tailed (Student-t) run effects better than normal ones, and
+    # no organisation effect better than one (an organisation's few runs do not predict its next)
     covariates: tuple[str, ...] = ("moe",)
-    org_effect: bool = True
+    org_effect: bool = False
     acc_effect: bool = True
     # what the accelerator effect pools over: "family" (H100 and H800 one family) or the row's "generation"
     acc_group: str = "family"

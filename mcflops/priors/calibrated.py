@@ -168,7 +168,11 @@ def calibrated_prior(fit: Mapping[str, Any], params: float, acc_id: str, moe: bo
     p5, p50, p95 = np.exp(q[-3:])
     fam = accelerator_family(acc_id)
     notes = []
-    if org and org not in fit["orgs"]:
+    if "a_org" not in fit["draws"]:
+        if org:  # the validation chose a model without one: say that the org given does not move it
+            notes.append(f"the fit has no organisation effect (the grouped validation chose none): {org} does "
+                         "not move the prior")
+    elif org and org not in fit["orgs"]:
         notes.append(f"no published run by {org}: the population spread of organisations applies")
     elif not org:
         notes.append("no organisation given: the population spread of organisations applies")

@@ -27,11 +27,20 @@ def test_short_description_is_the_tables_median_and_interval():
 
 @pytest.mark.parametrize("acc, calibrated, note", [
     ("b200", {"org": "Meta"}, "no published run on b200 (blackwell): the population spread of families applies"),
-    ("h100-sxm", {"org": "Nobody"}, "no published run by Nobody: the population spread of organisations applies"),
-    ("h100-sxm", True, "no organisation given: the population spread of organisations applies"),
+    # the shipped model (chosen by the grouped validation) has no organisation effect, and says so
+    ("h100-sxm", {"org": "Nobody"}, "the fit has no organisation effect (the grouped validation chose none): "
+                                    "Nobody does not move the prior"),
 ])
 def test_what_the_data_have_not_seen_is_said(acc, calibrated, note):
     assert note in _mfu(acc, calibrated).source
+
+
+def test_an_org_does_not_move_a_prior_without_an_organisation_effect():
+    from mcflops.priors.quantiles import ppf
+
+    u = [0.05, 0.5, 0.95]
+    assert list(ppf(_mfu(calibrated={"org": "Meta"}), u)) == list(ppf(_mfu(calibrated={"org": "Nobody"}), u))
+    assert "population spread of organisations" not in _mfu(calibrated=True).source
 
 
 def test_a_known_org_and_family_have_no_note():
