@@ -77,10 +77,14 @@ def print_result(res, data: dict[str, Any]) -> None:
     con.print()
     con.print("[bold]Napkin chain[/bold] (each input at its median)")
     peak = ch["peak_flops"]
+    from mcflops.priors.calibrated import describe as calibrated_describe
+
+    # a calibrated mfu prior is effective utilization (MFU x goodput; its goodput is 1): the chain says so
+    mfu_label = "MFU x goodput (calibrated)" if calibrated_describe(spec.priors.get("mfu")) else "MFU"
     per_token = napkin.CONVENTIONS[spec.flops].napkin.format(params=fmt(ch.get("params", 0)),
                                                               flops_per_token=fmt(ch["flops_per_token"]))
     lines = [f"  FLOPs = {per_token} x {fmt(ch['tokens'])} = {fmt(ch['flops'], 3)}",
-             f"  GPU-hours = FLOPs / (peak {fmt(peak)} x MFU {_f(ch['mfu'], '.3f')} x goodput {_f(ch['goodput'], '.3f')}) / 3600"
+             f"  GPU-hours = FLOPs / (peak {fmt(peak)} x {mfu_label} {_f(ch['mfu'], '.3f')} x goodput {_f(ch['goodput'], '.3f')}) / 3600"
              f" = {fmt(ch['gpu_hours'])}"]
     if "wall_days" in ch:
         lines.append(f"  wall-clock = {fmt(ch['gpu_hours'])} / {spec.hardware.count:,} / 24 = {_f(ch['wall_days'], '.1f')} days")
