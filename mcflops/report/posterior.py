@@ -48,7 +48,12 @@ def implied(run) -> Section:
         sec.blocks.append(posterior_warning(failed))
     m0, m1 = stat(prior, "mfu"), stat(post, "mfu")
     if m0 and m1:
-        sec.blocks.append(P(["Posterior MFU ", B(median_ci("mfu", m1)), " against the prior ", median_ci("mfu", m0),
+        from mcflops.priors.calibrated import describe
+
+        # a calibrated mfu prior is effective utilization (MFU x goodput), and the sentence says so
+        what = "MFU × goodput (effective utilization)" if run.spec is not None and \
+            describe(run.spec.priors.get("mfu")) is not None else "MFU"
+        sec.blocks.append(P([f"Posterior {what} ", B(median_ci("mfu", m1)), " against the prior ", median_ci("mfu", m0),
                              "."]))
     for path, r in _ranges(post.get("reported")):  # the prior file's `reported:` claims, one paragraph each
         name = str(path[0]) if path else "the quantity"
