@@ -28,8 +28,9 @@ print(json.dumps({"rc": rc, "scipy": "scipy.special" in sys.modules}))
 
 
 def _validate(cache, **env) -> dict:
+    base = {k: v for k, v in os.environ.items() if k != "MCFLOPS_NO_CACHE"}  # the store under test is on
     r = subprocess.run([sys.executable, "-c", PROBE, "validate", PRIOR], capture_output=True, text=True, cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT), "MCFLOPS_JAX_CACHE": str(cache), **env},
+                       env={**base, "PYTHONPATH": str(ROOT), "MCFLOPS_JAX_CACHE": str(cache), **env},
                        check=False, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
