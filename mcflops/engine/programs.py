@@ -25,7 +25,6 @@ import inspect
 import logging
 import os
 import pickle
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any
 
 import jax
 
-from mcflops.priors.memo import cache_folder, package_digest, prune
+from mcflops.priors.memo import cache_folder, package_digest, read_entry, write_entry
 
 MAGIC = b"mcflops-program-v1\n"
 KEEP = 256  # programs kept (about 0.7 MB each on a CPU)
@@ -236,22 +235,13 @@ def _path(folder: Path, key: str) -> Path:
 
 
 def _load(folder: Path, key: str):
-    """The stored executable of ``key``, or None (absent, unreadable, another key, corrupt)."""
+    """The stored executable of ``key``, or None (absent, unreadable, another key, corrupt, not trusted)."""
     from jax.experimental import serialize_executable
 
-    from mcflops.priors.memo import trusted
-
+    body = read_entry(_path(folder, key), MAGIC, key)
+    if body is None:
+        return None
     try:
-        if not trusted(_path(folder, key)):
-            return None
-        data = _path(folder, key).read_bytes()
-        k = key.encode()
-        head = MAGIC + len(k).to_bytes(8, "little") + k
-        if not data.startswith(head) or len(data) < len(head) + 32:
-            return None
-        digest, body = data[len(head):len(head) + 32], data[len(head) + 32:]
-        if hashlib.sha256(body).digest() != digest:
-            return None
         payload, in_tree, out_tree, ids = pickle.loads(body)
         by_id = {d.id: d for d in jax.devices()}
         return serialize_executable.deserialize_and_load(payload, in_tree, out_tree,
@@ -261,29 +251,14 @@ def _load(folder: Path, key: str):
 
 
 def _save(folder: Path, key: str, compiled) -> None:
-    """Write ``compiled`` under ``key`` (a new file renamed into place); any failure is ignored."""
+    """Write ``compiled`` under ``key``; any failure (read-only, full disk, an executable that cannot be
+    serialised) is ignored."""
     from jax.experimental import serialize_executable
 
-    tmp = None
     try:
         payload, in_tree, out_tree = serialize_executable.serialize(compiled)
         ids = [d.id for d in compiled._executable._unloaded_executable.device_list]
         body = pickle.dumps((payload, in_tree, out_tree, ids), protocol=pickle.HIGHEST_PROTOCOL)
-        k = key.encode()
-        from mcflops.priors.memo import private_folder
-
-        private_folder(folder)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(MAGIC + len(k).to_bytes(8, "little") + k + hashlib.sha256(body).digest() + body)
-        os.replace(tmp, _path(folder, key))
-        tmp = None
-        prune(folder, KEEP, ".bin")
-    except Exception:  # noqa: BLE001 - read-only or full disk, an executable that cannot be serialised
-        pass
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    except Exception:  # noqa: BLE001
+        return
+    write_entry(_path(folder, key), MAGIC, key, body, KEEP)

@@ -172,19 +172,53 @@ def private_folder(folder: Path) -> None:
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
-def _load(path: Path, key: str) -> tuple[Any] | None:
-    """(value,) stored under ``key``, or None (absent, unreadable, another key, corrupt, not :func:`trusted`)."""
+def read_entry(path: Path, magic: bytes, key: str) -> bytes | None:
+    """The body stored under ``key`` in ``path`` (framed as :func:`write_entry` writes it), or None: absent,
+    unreadable, not :func:`trusted`, another key, or a checksum that fails."""
     try:
         if not trusted(path):
             return None
         data = path.read_bytes()
+    except OSError:
+        return None
+    k = key.encode()
+    head = magic + len(k).to_bytes(8, "little") + k
+    if not data.startswith(head) or len(data) < len(head) + 32:
+        return None
+    digest, body = data[len(head):len(head) + 32], data[len(head) + 32:]
+    return body if hashlib.sha256(body).digest() == digest else None
+
+
+def write_entry(path: Path, magic: bytes, key: str, body: bytes, keep: int) -> None:
+    """Store ``body`` under ``key`` at ``path`` (magic, the key, a sha256 of the body, the body) in a private
+    folder, through a new file renamed into place; then prune the folder to ``keep`` entries of the same
+    suffix. Any failure (read-only folder, full disk) is ignored: a store never fails a run."""
+    tmp = None
+    try:
         k = key.encode()
-        head = MAGIC + len(k).to_bytes(8, "little") + k
-        if not data.startswith(head) or len(data) < len(head) + 32:
-            return None
-        digest, body = data[len(head):len(head) + 32], data[len(head) + 32:]
-        if hashlib.sha256(body).digest() != digest:
-            return None
+        private_folder(path.parent)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(magic + len(k).to_bytes(8, "little") + k + hashlib.sha256(body).digest() + body)
+        os.replace(tmp, path)
+        tmp = None
+        prune(path.parent, keep, path.suffix)
+    except Exception:  # noqa: BLE001
+        pass
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _load(path: Path, key: str) -> tuple[Any] | None:
+    """(value,) stored under ``key``, or None (absent, unreadable, another key, corrupt, not :func:`trusted`)."""
+    body = read_entry(path, MAGIC, key)
+    if body is None:
+        return None
+    try:
         value, frozen = pickle.loads(body)
         if frozen:
             value.flags.writeable = False
@@ -194,24 +228,10 @@ def _load(path: Path, key: str) -> tuple[Any] | None:
 
 
 def _save(path: Path, key: str, value: Any) -> None:
-    """Store ``value`` (a new file renamed into place); any failure (read-only, full disk) is ignored."""
-    tmp = None
+    """Store ``value``; any failure (read-only, full disk, a value that cannot be pickled) is ignored."""
     try:
         frozen = hasattr(value, "flags") and not value.flags.writeable
         body = pickle.dumps((value, frozen), protocol=pickle.HIGHEST_PROTOCOL)
-        k = key.encode()
-        private_folder(path.parent)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(MAGIC + len(k).to_bytes(8, "little") + k + hashlib.sha256(body).digest() + body)
-        os.replace(tmp, path)
-        tmp = None
-        prune(path.parent, KEEP, ".pkl")
     except Exception:  # noqa: BLE001
-        pass
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        return
+    write_entry(path, MAGIC, key, body, KEEP)
