@@ -111,20 +111,14 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
 def _layout(spec: Spec, post) -> dict[str, Any] | None:
     """A layout MFU prior's account (mcflops.layout.explain): prior, and posterior when there is one."""
     from mcflops.layout import LayoutPrior, explain
+    from mcflops.priors.quantiles import median
 
     lp = spec.count_dependent.get("mfu")
     if not isinstance(lp, LayoutPrior):
         return None
     pm = (post.draws or {}).get("mfu") if post is not None else None
-    g = post.summary.get("goodput", {}).get("p50") if post is not None else spec_median(spec, "goodput")
+    g = post.summary.get("goodput", {}).get("p50") if post is not None else median(spec.priors["goodput"])
     return jsonable(explain(lp, posterior_mfu=pm, goodput=g))
-
-
-def spec_median(spec: Spec, name: str) -> float | None:
-    from mcflops.priors.quantiles import ppf
-
-    d = spec.priors.get(name)
-    return None if d is None else float(ppf(d, 0.5))
 
 
 def _overridden(spec: SpecLike, samples: int | None, seed: int | None) -> Spec:

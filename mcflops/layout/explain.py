@@ -42,8 +42,8 @@ def explain(prior: LayoutPrior, posterior_mfu=None, goodput: float | None = None
 def sentence(wf) -> str:
     """"Of 989 TFLOP/s, 35% went to GEMM efficiency, ...": the waterfall's steps at their medians."""
     tf = 1e12
-    parts = [f"{(b - a) / wf.peak:.0%} to {LABELS[name]}" for name, b, a in
-             ((n, before, after) for n, before, after in wf.steps) if b - a > 0.005 * wf.peak]
+    parts = [f"{(before - after) / wf.peak:.0%} to {LABELS[name]}" for name, before, after in wf.steps
+             if before - after > 0.005 * wf.peak]
     achieved = next((after for n, _, after in wf.steps if n == FACTORS[-1]), wf.peak)
     text = f"Of {wf.peak / tf:,.0f} TFLOP/s per accelerator, " + (", ".join(parts) if parts else "almost nothing was lost")
     text += f": {achieved / tf:,.0f} TFLOP/s achieved while training"

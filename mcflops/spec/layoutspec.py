@@ -18,7 +18,7 @@ from mcflops import hardware as catalogue
 from mcflops.errors import kind
 from mcflops.layout import ACTIVATION_ERROR, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, load_fit, problem
 from mcflops.numbers import parse_number
-from mcflops.priors.quantiles import ppf
+from mcflops.priors.quantiles import median, ppf
 from mcflops.spec.fields import Fields
 from mcflops.spec.grammar import parse_dist
 
@@ -102,7 +102,7 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     except catalogue.HardwareError as x:
         raise err(f"layout: {x}") from None
     conv = napkin.CONVENTIONS[data.get("flops", "6nd")]
-    n_med = float(ppf(priors["params"], 0.5)) if priors.get("params") is not None else None
+    n_med = median(priors["params"]) if priors.get("params") is not None else None
     counting = conv.per_token(arch, n_med) / counts.training_flops_per_token
     prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id)
     mem = prior.memory()
