@@ -29,7 +29,8 @@ CONVENTIONS = ("6nd", "megatron", "palm", "causal", "hfu", "unstated")
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved", "zero_bubble", "dualpipe")
 DEGREES = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch")
-LAYOUT_KEYS = (*DEGREES, "recompute", "schedule", "zero", "fsdp", "sequence_parallel")
+OVERLAP = ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
+LAYOUT_KEYS = (*DEGREES, "recompute", "schedule", "zero", "fsdp", "sequence_parallel", *OVERLAP)
 ARCH_INTS = ("layers", "d_model", "heads", "kv_heads", "ffn", "vocab", "seq_len")
 ARCH_OPTIONAL = ("experts", "experts_active")
 REQUIRED = ("id", "kind", "series", "model", "architecture", "params", "accelerator", "precision", "count",
@@ -134,7 +135,7 @@ def _layout(row: _Row, raw: Any, count: int) -> Mapping[str, Any]:
     lay["zero"] = raw.get("zero")
     if lay["zero"] is not None and (isinstance(lay["zero"], bool) or lay["zero"] not in (0, 1, 2, 3)):
         raise row.fail("layout.zero", "one of 0, 1, 2, 3 or null", lay["zero"])
-    for key in ("fsdp", "sequence_parallel"):
+    for key in ("fsdp", "sequence_parallel", *OVERLAP):
         lay[key] = row.choice(raw.get(key), f"layout.{key}", (True, False))
     # tp*pp*dp*cp is the job (dp counts FSDP/ZeRO shards too); ep lies inside dp*cp, so it divides it.
     degrees = [lay[k] for k in ("tp", "pp", "dp", "cp")]

@@ -8,7 +8,9 @@ family f and software stack k (non-centred, every effect partially pooled):
 
     logit eta_i = mu_gemm + tau_family z_f + tau_stack z_k            (GEMM efficiency of large GEMMs)
     log x_tp,i  = mu_tp + tau_tp z'_k,   log x_dp,i = mu_dp + tau_dp z''_k,   log cv = mu_cv
-    MFU_i       = 1 / ((rho / (eta g busy)) (1 + beta) + x_tp C_tp/T0 + x_dp C_dp/T0) / (1 + cv S)
+    MFU_i       = 1 / (tc (1 + beta) + X(x_tp, x_dp, tc)) / (1 + cv S),   tc = rho / (eta g busy)
+    X           = sum over classes of x C / T0, or its exposed part past the overlap window w tc
+                  (:func:`mcflops.layout.communication_time`; the row's overlap flags say which)
     log y_i     ~ Student-t(4, log MFU_i, sigma_obs w_i)   (w_i = 1.5 where a layout field was imputed)
 
 (:mod:`mcflops.layout.model` for each term.) ``ep_comm`` does not enter: no benchmark row is a mixture of
@@ -17,7 +19,8 @@ different quantity); no TPU row is a benchmark, so a TPU gets the population dra
 
 Fields the sources leave out take the value :func:`layout_of` states (and raise the row's noise):
 micro-batch 1, the least recompute whose activations fit (none, selective, full: :func:`mcflops.layout.memory`), 1F1B (interleaved with 2 virtual stages where only "interleaved" is said),
-ZeRO 3 under FSDP else 1, sequence parallelism on, an unknown MLP width 4 d_model, heads d_model / 128,
+ZeRO 3 under FSDP else 1, the overlap flags Megatron-Core's defaults (off) or on under FSDP
+(:func:`mcflops.layout.overlap_defaults`), sequence parallelism on, an unknown MLP width 4 d_model, heads d_model / 128,
 vocabulary 51,200 (Megatron's GPT default), sequence 8,192 (torchtitan's Llama 3 configs); Megatron-Core's
 strong-scaling rows print no layout and take the weak-scaling 177B row's (tp 8, pp 6).
 """
@@ -35,12 +38,17 @@ import numpy as np
 from mcflops import hardware as catalogue
 from mcflops.arch import Shape, counts as arch_counts
 from mcflops.calibration.layoutdata import LayoutRun, benchmark_rows
-from mcflops.layout import Layout, Terms, memory, terms
+from mcflops.layout import CLASS_PARAM, Layout, Terms, communication_time, memory, overlap_defaults, \
+    terms
 
 FAMILIES = {"hopper": ("h100-sxm", "h100-pcie", "h800", "h200"), "a100": ("a100",),
             "tpu": ("tpu-v3", "tpu-v4", "tpu-v5p")}
 STARTING_EP = (0.2, 1.5)  # ep_comm's starting prior (layout_fit.json before the fit), kept
-STARTING = {"gemm": (0.65, 0.1), "tp_comm": (0.1, 1.2), "dp_comm": (0.03, 1.0), "straggler_cv": (0.001, 0.02)}
+# exposed communication's multipliers start near 1: overlap is in the terms now, so x is the time at the link's
+# rate over the time taken (NCCL's bus bandwidth is 70-90% of the link's: x 1.1-1.4), below 1 for any overlap
+# the flags do not state (NCCL's own pipelining, PyTorch DDP's bucketed all-reduce)
+STARTING = {"gemm": (0.65, 0.1), "tp_comm": (0.2, 2.0), "dp_comm": (0.2, 2.0), "straggler_cv": (0.001, 0.02)}
+CLASSES = ("tp", "cp", "dp_fwd", "dp_bwd", "pp")  # no benchmark row has experts: ep stays out of the fit
 Z95 = 1.6448536269514722
 IMPUTED_NOISE = 1.5  # the noise of a row whose layout was partly imputed, relative to a fully stated one
 DF = 4.0
@@ -120,6 +128,7 @@ def layout_of(run: LayoutRun, shape: Shape, overrides: Mapping[str, Any] | None 
                  micro_batch=lay["micro_batch"] or 1, global_batch=lay["global_batch"],
                  recompute=lay["recompute"] or "none", schedule=schedule, zero=zero,
                  sequence_parallel=True if lay["sequence_parallel"] is None else bool(lay["sequence_parallel"]),
+                 **{k: v if lay.get(k) is None else bool(lay[k]) for k, v in overlap_defaults(bool(lay["fsdp"])).items()},
                  **bw)
     if lay["recompute"] is None:  # the least recompute whose activations fit the accelerator's memory
         cap = run.memory_gb or acc.memory_gb
@@ -199,9 +208,12 @@ class Data:
         col = {
             "fam": [fams.index(r.family) for r in rs], "stack": [sts.index(r.stack) for r in rs],
             "rho": [r.terms.rho for r in rs], "g": [r.terms.g for r in rs], "busy": [r.terms.busy for r in rs],
-            "beta": [r.terms.bubble for r in rs], "ctp": [r.terms.comm["tp"] / r.terms.t0 for r in rs],
-            "cdp": [r.terms.comm["dp"] / r.terms.t0 for r in rs], "S": [r.terms.straggler_scale for r in rs],
+            "beta": [r.terms.bubble for r in rs], "S": [r.terms.straggler_scale for r in rs],
             "log_y": [math.log(r.y) for r in rs], "noise": [r.noise for r in rs]}
+        for k in CLASSES:  # each class's time over T0, its window's share of compute, and whether it overlaps
+            col[f"c_{k}"] = [r.terms.comm[k] / r.terms.t0 for r in rs]
+            col[f"w_{k}"] = [r.terms.window.get(k, 0.0) for r in rs]
+            col[f"o_{k}"] = [1.0 if k in r.terms.window else 0.0 for r in rs]
         arr = {k: np.asarray(v, np.int32 if k in ("fam", "stack") else np.float64) for k, v in col.items()}
         return Data(fams, sts, arr)
 
@@ -210,14 +222,25 @@ def _lognormal(lo: float, hi: float) -> tuple[float, float]:
     return 0.5 * (math.log(lo) + math.log(hi)), (math.log(hi) - math.log(lo)) / (2 * Z95)
 
 
+def step_over_t0(xp, a: Mapping[str, Any], eta, x_tp, x_dp):
+    """(T_c (1 + beta) + X) / T0 of each row (``xp``: numpy or jax.numpy): :func:`mcflops.layout.factors`'
+    arithmetic on the row arrays, the overlap flags choosing per row between the exposed and the whole time."""
+    tc = a["rho"] / (eta * a["g"] * a["busy"])
+    mult = {"tp_comm": x_tp, "dp_comm": x_dp}
+    x = 0.0
+    for k in CLASSES:
+        busy = mult[CLASS_PARAM[k]] * a[f"c_{k}"]
+        over = communication_time(xp, {k: a[f"c_{k}"]}, {k: a[f"w_{k}"]}, tc, {k: mult[CLASS_PARAM[k]]})
+        x = x + xp.where(a[f"o_{k}"] > 0, over, busy)
+    return tc * (1.0 + a["beta"]) + x
+
+
 def mfu_model(a: Mapping[str, Any], logit_eta, log_tp, log_dp, log_cv):
     """The model MFU (true FLOPs) of each row from its constants, in jax.numpy (the formula above)."""
     import jax.numpy as jnp
 
     eta = 1.0 / (1.0 + jnp.exp(-logit_eta))
-    denom = a["rho"] / (eta * a["g"] * a["busy"]) * (1.0 + a["beta"]) + jnp.exp(log_tp) * a["ctp"] \
-        + jnp.exp(log_dp) * a["cdp"]
-    return 1.0 / denom / (1.0 + jnp.exp(log_cv) * a["S"])
+    return 1.0 / step_over_t0(jnp, a, eta, jnp.exp(log_tp), jnp.exp(log_dp)) / (1.0 + jnp.exp(log_cv) * a["S"])
 
 
 def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True) -> None:
@@ -299,11 +322,10 @@ def row_draws(f: Fit, r: Row) -> np.ndarray:
     z = {p: s[f"z_stack_{p}"][:, k] if k is not None else rng.standard_normal(n) for p in ("gemm", "tp_comm", "dp_comm")}
     logit = s["mu_gemm"] + s["tau_family"] * fz + s["tau_stack_gemm"] * z["gemm"]
     eta = 1 / (1 + np.exp(-logit))
-    tm = r.terms
     x_tp = np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * z["tp_comm"])
     x_dp = np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * z["dp_comm"])
-    denom = tm.rho / (eta * tm.g * tm.busy) * (1 + tm.bubble) + x_tp * tm.comm["tp"] / tm.t0 + x_dp * tm.comm["dp"] / tm.t0
-    return 1 / denom / (1 + np.exp(s["mu_log_straggler_cv"]) * tm.straggler_scale)
+    a = {k: v[0] for k, v in Data.of([r]).arrays.items()}
+    return 1 / step_over_t0(np, a, eta, x_tp, x_dp) / (1 + np.exp(s["mu_log_straggler_cv"]) * r.terms.straggler_scale)
 
 
 def predictive(f: Fit, fam: str | None, seed: int = 0) -> dict[str, np.ndarray]:

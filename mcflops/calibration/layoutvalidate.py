@@ -20,7 +20,7 @@ import numpy as np
 
 from mcflops.calibration import layoutfit as lf
 from mcflops.calibration.layoutdata import LayoutRun, benchmark_rows, production_rows
-from mcflops.layout import PARAMS
+from mcflops.layout import OVERLAP_FLAGS, PARAMS
 
 SCHEMA = "layout_fit_v1"
 EP_SOURCE = ("not fitted: no benchmark row is a mixture of experts, so the rows say nothing about ep_comm; the "
@@ -32,14 +32,15 @@ STATUS = ("fitted by `mcflops calibrate --layout --write` to the benchmark rows 
           "MFU prior is somewhat wider than the joint predictive where parameters trade off, never narrower where they "
           "add. ep_comm keeps its starting prior (no mixture-of-experts rows).")
 # Production rows: what the paper says beyond the row (the flagship prior file's assumptions for Llama 3, whose
-# FSDP variant keeps the weights after the forward: ZeRO-2 in memory terms; vpp not published, 4 assumed) and
+# FSDP variant keeps the weights after the forward: ZeRO-2 in memory terms, and overlaps its reduce-scatter and
+# all-gather with compute as FSDP does by design; vpp not published, 4 assumed) and
 # TPU v4's interconnect, which the catalogue lacks (GCP TPU v4 docs: 2,400 Gbps ICI per chip; a PaLM pod of
 # 3,072 chips, PaLM Sec. 4; cross-pod DCN per chip assumed 25 GB/s).
-PRODUCTION = {"llama3-405b": ({}, {"vpp": 4, "zero": 2}),
+PRODUCTION = {"llama3-405b": ({}, {"vpp": 4, "zero": 2, "overlap_grad_reduce": True, "overlap_param_gather": True}),
               "palm-540b": ({}, {"nvlink_gb_s": 300.0, "nvlink_domain": 3072, "network_gb_s": 25.0})}
 ARCH_KEYS = ("layers", "d_model", "heads", "vocab", "seq_len", "kv_heads", "ffn", "glu")
 LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "recompute", "schedule", "zero",
-               "grad_bytes", "nvlink_gb_s", "nvlink_domain", "network_gb_s", "sequence_parallel")
+               "grad_bytes", "nvlink_gb_s", "nvlink_domain", "network_gb_s", "sequence_parallel", *OVERLAP_FLAGS)
 
 
 def export(f: lf.Fit, command: str, seed: int = 0) -> dict[str, Any]:

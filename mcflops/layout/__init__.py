@@ -4,10 +4,10 @@ prior they make over the efficiency parameters (prior.py). NumPy only: no JAX he
 from mcflops.layout.explain import explain
 from mcflops.layout.fit import load_fit
 from mcflops.layout.memory import ACTIVATION_ERROR, Memory, memory
-from mcflops.layout.model import FACTORS, PARAMS, RECOMPUTE, SCHEDULES, SWEEPABLE, Layout, Terms, bubble_ratio, \
-    factors, mfu, problem, recompute_ratio, terms
+from mcflops.layout.model import CLASS_PARAM, FACTORS, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, SOFT, SWEEPABLE, \
+    Layout, Terms, bubble_ratio, communication_time, exposed, factors, mfu, overlap_defaults, problem, recompute_ratio, terms
 from mcflops.layout.prior import LayoutPrior, Waterfall, posterior_weights, waterfall
 
-__all__ = ["ACTIVATION_ERROR", "FACTORS", "PARAMS", "RECOMPUTE", "SCHEDULES", "SWEEPABLE", "Layout", "LayoutPrior", "Memory", "Terms", "Waterfall",
-           "bubble_ratio", "explain", "factors", "load_fit", "memory", "mfu", "posterior_weights", "problem", "recompute_ratio", "terms",
+__all__ = ["ACTIVATION_ERROR", "CLASS_PARAM", "FACTORS", "OVERLAP_FLAGS", "PARAMS", "SOFT", "RECOMPUTE", "SCHEDULES", "SWEEPABLE", "Layout", "LayoutPrior", "Memory", "Terms", "Waterfall",
+           "bubble_ratio", "communication_time", "explain", "exposed", "factors", "load_fit", "memory", "mfu", "overlap_defaults", "posterior_weights", "problem", "recompute_ratio", "terms",
            "waterfall"]

@@ -9,6 +9,8 @@ processes the global batch ``B`` sequences of ``s`` tokens in ``m = B / (dp b)``
                                                       eta the large-GEMM efficiency (a prior), g the shape's
                                                       share, u = min(1, m) the replicas with a micro-batch
     T_step  = (T_c (1 + beta) + X) (1 + q)             bubble beta, exposed communication X, stragglers q
+    X       = sum_k  x_k C_k                 (class k on the critical path: not overlapped)
+                   | h(x_k C_k - w_k T_c)    (overlapped with a window of compute w_k T_c: the hinge h below)
     MFU     = T0 / T_step
 
 so MFU is the product of five factors, the waterfall from peak to achieved FLOP/s:
@@ -29,6 +31,22 @@ The efficiency parameters are the uncertain inputs (each a prior, :data:`PARAMS`
 the hardware fix everything else. ``exposed`` communication multiplies each class's time at full link
 bandwidth: 0 is fully overlapped, 1 is on the critical path at the link's rate, above 1 is below it (NCCL's
 bus bandwidth is some 70-90% of the link's).
+
+Overlap (the layout's flags, each defaulting to Megatron-Core's: off, its DistributedDataParallelConfig and
+TransformerConfig; the data-parallel ones on under ``fsdp``, which prefetches and reduces asynchronously by
+design: Zhao et al. 2023, "PyTorch FSDP", Sec. 3.3): an overlapped collective costs only what outlasts the compute it hides behind,
+max(0, x C - w T_c), taken smooth so that the fit stays differentiable (:func:`exposed`). The windows:
+- ``overlap_grad_reduce``: the gradient reduce-scatter (all-reduce without ZeRO) is issued bucket by bucket as
+  the LAST micro-batch's backward produces each bucket's gradients (Megatron-Core's DistributedDataParallel;
+  MegaScale, Jiang et al. 2024, Sec. 3.2): w = the backward share of one micro-batch, (3 rho - 1)/(3 rho m).
+- ``overlap_param_gather``: the updated weights' all-gather (ZeRO >= 1) runs under the FIRST micro-batch's
+  forward (Megatron-Core's distributed optimizer; MegaScale Sec. 3.2): w = 1 / (3 rho m); ZeRO-3's second
+  all-gather, before the backward, shares the backward's window (FSDP's backward prefetch, Zhao et al. Sec. 3.3).
+- ``tp_comm_overlap``: the tensor-parallel all-gather / reduce-scatter split into chunks pipelined with the
+  GEMMs that consume them (Wang et al. 2023, "Overlap Communication with Dependent Computation via
+  Decomposition", ASPLOS; MegaScale Sec. 3.2): w = the whole compute.
+At a fixed global batch, more data-parallel ranks means fewer micro-batches m each: the DP windows shrink with
+the step (both ~ 1/dp) while the collective's time does not, so the exposed share grows with dp.
 """
 
 from __future__ import annotations
@@ -45,7 +63,16 @@ FACTORS = ("gemm", "recompute", "pipeline", "communication", "stragglers")
 SCHEDULES = ("1f1b", "interleaved", "zero_bubble", "dualpipe")
 RECOMPUTE = ("none", "selective", "full")
 # layout fields a sensitivity sweep may vary (the rest are the cluster's or follow from these)
-SWEEPABLE = ("tp", "pp", "vpp", "cp", "ep", "micro_batch", "global_batch", "zero", "recompute", "schedule")
+SWEEPABLE = ("tp", "pp", "vpp", "cp", "ep", "micro_batch", "global_batch", "zero", "recompute", "schedule",
+             "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
+OVERLAP_FLAGS = ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
+# each communication class's efficiency parameter: scale-up collectives tp_comm, scale-out dp_comm, experts ep_comm
+CLASS_PARAM = {"tp": "tp_comm", "cp": "tp_comm", "dp_fwd": "dp_comm", "dp_bwd": "dp_comm", "pp": "dp_comm",
+               "ep": "ep_comm"}
+# the hinge's width, as a share of the collective's time: a collective exactly as long as its window is still
+# about SOFT / 2 exposed (the last bucket, which no compute follows; Megatron-Core's buckets are >= 40M elements)
+SOFT = 0.1
+PARAM_BYTES = 2  # the weights all-gathered are the bf16 compute copy (Megatron-Core's distributed optimizer; FSDP's param_dtype)
 
 # Calculon's (Isaev et al. 2023) A100/H100 matrix-unit efficiency by GEMM size (systems/a100_80g.json,
 # "matrix" table: >= 128 GFLOP 0.95, >= 16 GFLOP 0.90, >= 1 GFLOP 0.60, below 0.10), read as points of a
@@ -81,6 +108,9 @@ class Layout:
     nvlink_gb_s: float | None = None  # scale-up bandwidth per accelerator per direction (GB/s)
     nvlink_domain: int | None = None  # accelerators in one scale-up domain
     network_gb_s: float | None = None  # scale-out bandwidth per accelerator per direction (GB/s)
+    overlap_grad_reduce: bool = False  # gradient reduce under the last micro-batch's backward
+    overlap_param_gather: bool = False  # weights' all-gather under the first micro-batch's forward
+    tp_comm_overlap: bool = False  # tensor-parallel collectives pipelined with their GEMMs
 
     def data_parallel(self, count: float) -> float:
         """dp at ``count`` accelerators: the file's, or count / (tp pp cp) (real-valued off the grid)."""
@@ -99,7 +129,8 @@ class Terms:
     rho: float  # hardware / model FLOPs for the recompute
     g: float  # GEMM shape share
     bubble: float  # beta
-    comm: Mapping[str, float]  # each class's time at full link bandwidth: tp (TP + CP), dp (DP + PP), ep
+    comm: Mapping[str, float]  # each class's time at full link bandwidth (:data:`CLASS_PARAM`'s keys)
+    window: Mapping[str, float]  # the overlapped classes' windows, as shares of the compute time T_c
     straggler_scale: float  # sqrt(2 ln n): q = cv x this
     detail: Mapping[str, Any] = field(default_factory=dict)
 
@@ -167,6 +198,31 @@ def ring(k: float) -> float:
     return 2.0 * (k - 1.0) / k if k > 1 else 0.0
 
 
+def overlap_defaults(fsdp: bool) -> dict[str, bool]:
+    """The overlap flags a layout that does not state them gets: Megatron-Core's defaults (all off), or the
+    data-parallel two on under PyTorch FSDP, whose prefetch and asynchronous reduce-scatter are part of its
+    design (Zhao et al. 2023, Sec. 3.3); tensor-parallel overlap is its own option everywhere (off)."""
+    return {"overlap_grad_reduce": bool(fsdp), "overlap_param_gather": bool(fsdp), "tp_comm_overlap": False}
+
+
+def exposed(xp, busy, window):
+    """The part of a collective of ``busy`` seconds that outlasts the ``window`` of compute it overlaps:
+    max(0, busy - window), as the smooth hinge (d + sqrt(d^2 + (SOFT busy)^2)) / 2 with d = busy - window
+    (within SOFT^2 busy^2 / (4 |d|) of the hard one away from the kink). ``xp``: numpy or jax.numpy."""
+    d = busy - window
+    return 0.5 * (d + xp.sqrt(d * d + (SOFT * busy) ** 2))
+
+
+def communication_time(xp, comm, window, t_c, mult):
+    """X: every class's time x its efficiency multiplier ``mult[class]``, the overlapped ones (keys of
+    ``window``) through :func:`exposed` against their windows' share of the compute time ``t_c``."""
+    total = 0.0
+    for k, c in comm.items():
+        busy = mult[k] * c
+        total = total + (exposed(xp, busy, window[k] * t_c) if k in window else busy)
+    return total
+
+
 def all_reduce_time(k: float, inner: float, nbytes: float, nv: float, net: float, domain: int) -> float:
     """Seconds for a ring all-reduce of ``nbytes`` per rank over ``k`` ranks whose consecutive ranks sit
     ``inner`` apart in the placement [TP, CP, PP, DP] (Llama 3 Sec. 3.3.2): ``g = min(k, domain / inner)`` of
@@ -215,20 +271,37 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
     ep_bw = nv if e * t <= dom else net  # an all-to-all has no hierarchy to exploit: the slowest links set it
     c_ep = (m * (shape.moe_layers / p) * 4.0 * ((e - 1.0) / e) * b * s_local * k * h * act / ep_bw
             if shape.moe and e > 1 else 0.0)
-    # DP: gradients of this rank's parameters, once per step (ring all-reduce, or ZeRO's reduce-scatter +
-    # all-gather: the same volume; ZeRO-3 / FSDP adds a parameter all-gather, 1.5x: Rajbhandari et al. 2020,
-    # Sec. 7), over dp x cp ranks (context-parallel ranks hold the same weights)
+    # DP, once per step over dp x cp ranks (context-parallel ranks hold the same weights): without ZeRO a ring
+    # all-reduce of the gradients; with ZeRO >= 1 a reduce-scatter of the gradients (backward) and an all-gather
+    # of the updated weights (forward), each half the ring; ZeRO-3 / FSDP gathers the weights again before the
+    # backward (1.5x the all-reduce's volume: Rajbhandari et al. 2020, Sec. 7)
     dense, expert = dense_and_expert(counts, shape)
     p_rank = (dense + expert / e) / (t * p)
     d_sync = dp * c
     # data-parallel ranks sit t cp pp apart (TP, CP, PP inside: Llama 3's order); with CP, the CP ranks of the
     # gradient group sit t apart
-    c_dp = all_reduce_time(d_sync, t if c > 1 else t * p, p_rank * lo.grad_bytes, nv, net, dom) \
-        * (1.5 if lo.zero >= 3 else 1.0)
+    inner = t if c > 1 else t * p
+    grads = all_reduce_time(d_sync, inner, p_rank * lo.grad_bytes, nv, net, dom)
+    gather = 0.5 * all_reduce_time(d_sync, inner, p_rank * PARAM_BYTES, nv, net, dom)  # an all-gather: half a ring
+    if lo.zero == 0:
+        c_fwd, c_bwd = 0.0, grads
+    else:
+        c_fwd, c_bwd = gather, 0.5 * grads + (gather if lo.zero >= 3 else 0.0)
     # PP: activations (b s h / t with sequence parallelism) sent forward and gradients back at each stage
-    # boundary, v boundaries per rank when interleaved (Narayanan Sec. 2.2.2)
+    # boundary, v boundaries per rank when interleaved (Narayanan Sec. 2.2.2: v times the 1F1B schedule's
+    # sends); over NVLink only when the whole pipeline sits in one domain (the slowest boundary sets the pace)
     pp_bytes = b * s_local * h * act / (t if lo.sequence_parallel and t > 1 else 1)
-    c_pp = m * 2.0 * v * pp_bytes / net if p > 1 else 0.0
+    c_pp = m * 2.0 * v * pp_bytes / (nv if t * c * p <= dom else net) if p > 1 else 0.0
+    # the overlap windows (module docstring) as shares of the step's compute T_c: one micro-batch's forward is
+    # 1 / (3 rho) of its hardware FLOPs (forward 1, backward 2, the recompute's forward counted in the backward)
+    rho = recompute_ratio(lo.recompute, s, h)
+    window = {}
+    if lo.tp_comm_overlap:
+        window["tp"] = 1.0
+    if lo.overlap_param_gather and c_fwd > 0:
+        window["dp_fwd"] = 1.0 / (3.0 * rho * m)
+    if lo.overlap_grad_reduce:
+        window["dp_bwd"] = (3.0 * rho - 1.0) / (3.0 * rho * m)
 
     # the largest GEMM of a micro-batch: the MLP's up projection (an expert's with a mixture of experts:
     # b s k e / E tokens reach each of a rank's experts)
@@ -238,12 +311,12 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
     else:
         op = 2.0 * b * s_local * h * shape.ff / t
     beta = bubble_ratio(lo.schedule, p, v, m_raw)
-    return Terms(count=float(count), dp=dp, micro_batches=m_raw, busy=busy, t0=t0,
-                 rho=recompute_ratio(lo.recompute, s, h), g=float(gemm_shape_share(op)), bubble=beta,
-                 comm={"tp": c_tp + c_cp, "dp": c_dp + c_pp, "ep": c_ep},
-                 straggler_scale=math.sqrt(2.0 * math.log(count)) if count > 1 else 0.0,
-                 detail={"tp_s": c_tp, "cp_s": c_cp, "dp_s": c_dp, "pp_s": c_pp, "ep_s": c_ep, "gemm_op_flops": op,
-                         "t_model_s": t0})
+    return Terms(count=float(count), dp=dp, micro_batches=m_raw, busy=busy, t0=t0, rho=rho,
+                 g=float(gemm_shape_share(op)), bubble=beta,
+                 comm={"tp": c_tp, "cp": c_cp, "dp_fwd": c_fwd, "dp_bwd": c_bwd, "pp": c_pp, "ep": c_ep},
+                 window=window, straggler_scale=math.sqrt(2.0 * math.log(count)) if count > 1 else 0.0,
+                 detail={"tp_s": c_tp, "cp_s": c_cp, "dp_s": c_fwd + c_bwd, "pp_s": c_pp, "ep_s": c_ep,
+                         "gemm_op_flops": op, "t_model_s": t0})
 
 
 def dense_and_expert(counts, shape) -> tuple[float, float]:
@@ -260,8 +333,8 @@ def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
     """The five factors (arrays over the draws of :data:`PARAMS`); their product is the MFU (true FLOPs)."""
     eta = np.asarray(draws["gemm"], float) * tm.g
     t_c = tm.t0 * tm.rho / eta / tm.busy  # idle replicas: the busy ones take the whole batch
-    x = (np.asarray(draws["tp_comm"]) * tm.comm["tp"] + np.asarray(draws["dp_comm"]) * tm.comm["dp"]
-         + np.asarray(draws["ep_comm"]) * tm.comm["ep"])
+    x = communication_time(np, tm.comm, tm.window, t_c,
+                           {k: np.asarray(draws[CLASS_PARAM[k]], float) for k in tm.comm})
     work = t_c * (1.0 + tm.bubble)
     return {"gemm": eta, "recompute": np.full(eta.shape, 1.0 / tm.rho),
             "pipeline": np.full(eta.shape, tm.busy / (1.0 + tm.bubble)), "communication": work / (work + x),

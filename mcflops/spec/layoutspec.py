@@ -1,6 +1,7 @@
 """``mfu: {layout: {...}, efficiency: {...}, source: ...}``: the MFU prior from the parallel layout.
 
-The layout's fields are numbers and names (:class:`mcflops.layout.Layout`); ``efficiency:`` may override any of
+The layout's fields are numbers, names and flags (:class:`mcflops.layout.Layout`; the overlap flags default to
+Megatron-Core's, off, or on with ``fsdp: true``); ``efficiency:`` may override any of
 the efficiency priors (:data:`mcflops.layout.PARAMS`), which default to the shipped fit
 (``mcflops/data/layout_fit.json``). The model needs the architecture's shape (its MLP width) and the
 accelerator's peak, memory and bandwidths (the catalogue's, or ``nvlink_gb_s``/``nvlink_domain``/
@@ -16,7 +17,8 @@ from typing import Any, Mapping
 from mcflops import chain as napkin
 from mcflops import hardware as catalogue
 from mcflops.errors import kind
-from mcflops.layout import ACTIVATION_ERROR, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, load_fit, problem
+from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, load_fit, \
+    overlap_defaults, problem
 from mcflops.numbers import parse_number
 from mcflops.priors.quantiles import median, ppf
 from mcflops.spec.fields import Fields
@@ -25,7 +27,8 @@ from mcflops.spec.grammar import parse_dist
 INT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "zero", "grad_bytes",
             "nvlink_domain")
 FLOAT_KEYS = ("nvlink_gb_s", "network_gb_s")
-KEYS = (*INT_KEYS, *FLOAT_KEYS, "recompute", "schedule", "sequence_parallel", "fsdp")
+BOOL_KEYS = ("sequence_parallel", "fsdp", *OVERLAP_FLAGS)
+KEYS = (*INT_KEYS, *FLOAT_KEYS, "recompute", "schedule", *BOOL_KEYS)
 _FIT_PATH = str(Path(__file__).resolve().parents[1] / "data" / "layout_fit.json")
 
 
@@ -65,9 +68,11 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
             if lay[k] not in allowed:
                 raise err(f"expected layout.{k}: one of {', '.join(allowed)}, got {lay[k]!r}", lay, k)
             vals[k] = str(lay[k])
-    for k in ("sequence_parallel", "fsdp"):
+    for k in BOOL_KEYS:
         if k in lay and not isinstance(lay[k], bool):
             raise err(f"expected layout.{k}: true or false, got {kind(lay[k])}", lay, k)
+    # unstated overlap flags: Megatron-Core's defaults (off), or on under FSDP (mcflops.layout.overlap_defaults)
+    vals.update({k: lay.get(k, v) for k, v in overlap_defaults(bool(lay.get("fsdp"))).items()})
     if lay.get("fsdp"):
         if vals.get("zero", 3) != 3:
             raise err("layout: fsdp: true is ZeRO stage 3 (fully sharded); leave zero out or set zero: 3", lay, "zero")

@@ -160,7 +160,7 @@ def _recipes() -> dict[str, Any]:
 
 def _layout() -> dict[str, Any]:
     """``mfu: {layout: {...}, efficiency: {...}, source: ...}`` (mcflops.spec.layoutspec)."""
-    from mcflops.layout import PARAMS, RECOMPUTE, SCHEDULES
+    from mcflops.layout import OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES
     from mcflops.spec.layoutspec import FLOAT_KEYS, INT_KEYS
 
     props: dict[str, Any] = {k: _num(0 if k == "zero" else 1, integer=True) for k in INT_KEYS}
@@ -169,6 +169,8 @@ def _layout() -> dict[str, Any]:
     props.update({k: _num(above=0) for k in FLOAT_KEYS})
     props.update(recompute={"enum": list(RECOMPUTE)}, schedule={"enum": list(SCHEDULES)},
                  sequence_parallel={"type": "boolean"}, fsdp={"type": "boolean"})
+    props.update({k: {"type": "boolean", "description": "overlap with compute (default: Megatron-Core's, false; "
+                      "true with fsdp: true)"} for k in OVERLAP_FLAGS})
     # gemm is a fraction (as mfu), the others positive multiples (as tokens); a mixture is not offered
     eff = _object({p: {"$ref": "#/$defs/component_mfu" if p == "gemm" else "#/$defs/component_tokens"}
                    for p in PARAMS})

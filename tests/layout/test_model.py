@@ -146,7 +146,9 @@ def test_factors_multiply_to_t0_over_the_step_time():
     d = {"gemm": np.array([0.7]), "tp_comm": np.array([0.5]), "dp_comm": np.array([0.2]),
          "ep_comm": np.array([1.0]), "straggler_cv": np.array([0.01])}
     t_c = tm.t0 * tm.rho / (0.7 * tm.g)
-    step = (t_c * (1 + tm.bubble) + 0.5 * tm.comm["tp"] + 0.2 * tm.comm["dp"]) * (1 + 0.01 * tm.straggler_scale)
+    assert tm.window == {}  # no overlap flag set: every class on the critical path
+    x = 0.5 * (tm.comm["tp"] + tm.comm["cp"]) + 0.2 * (tm.comm["dp_fwd"] + tm.comm["dp_bwd"] + tm.comm["pp"])
+    step = (t_c * (1 + tm.bubble) + x) * (1 + 0.01 * tm.straggler_scale)
     assert mfu(tm, d)[0] == pytest.approx(tm.t0 / step, rel=1e-12)
     assert set(factors(tm, d)) == {"gemm", "recompute", "pipeline", "communication", "stragglers"}
 
