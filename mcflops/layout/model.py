@@ -210,7 +210,8 @@ def exposed(xp, busy, window):
     max(0, busy - window), as the smooth hinge (d + sqrt(d^2 + (SOFT busy)^2)) / 2 with d = busy - window
     (within SOFT^2 busy^2 / (4 |d|) of the hard one away from the kink). ``xp``: numpy or jax.numpy."""
     d = busy - window
-    return 0.5 * (d + xp.sqrt(d * d + (SOFT * busy) ** 2))
+    # + 1e-30: the square root's gradient stays finite for a class of no time (NUTS differentiates every branch)
+    return 0.5 * (d + xp.sqrt(d * d + (SOFT * busy) ** 2 + 1e-30))
 
 
 def communication_time(xp, comm, window, t_c, mult):
