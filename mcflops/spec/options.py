@@ -89,7 +89,7 @@ def _is_layout_field(spec: Spec, name: str) -> bool:
 
 def _layout_values(here: Fields, spec: Spec, name: str, raw: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """A layout field's listed values (``pp=8,16``), each checked by building the layout's MFU prior there."""
-    from mcflops.layout import RECOMPUTE, SCHEDULES
+    from mcflops.layout import OVERLAP_FLAGS, RECOMPUTE, SCHEDULES
 
     if not isinstance(raw, (list, tuple)) or len(raw) < 2:
         raise here.error(f"expected the values of layout field {name} to sweep, e.g. {name}=8,16 (a list of two or more)")
@@ -100,6 +100,11 @@ def _layout_values(here: Fields, spec: Spec, name: str, raw: Any) -> tuple[tuple
             if str(v).strip() not in allowed:
                 raise here.error(f"expected {name} values among {', '.join(allowed)}, got {v!r}")
             vals.append(str(v).strip())
+        elif name in OVERLAP_FLAGS:
+            b = v if isinstance(v, bool) else {"true": True, "false": False}.get(str(v).strip().lower())
+            if b is None:
+                raise here.error(f"expected true or false for layout field {name}, got {v!r}")
+            vals.append(b)
         else:
             x = parse_number(v.strip() if isinstance(v, str) else v)
             if x is None or x != int(x) or x < (0 if name == "zero" else 1):

@@ -144,3 +144,14 @@ def test_a_flag_that_is_not_a_boolean_is_one_line(value):
     with pytest.raises(SpecError) as e:
         _lay(overlap_param_gather=value)
     assert "\n" not in str(e.value) and "layout.overlap_param_gather: true or false" in str(e.value)
+
+
+def test_a_sweep_of_a_flag_takes_true_and_false_only(capsys):
+    from pathlib import Path
+
+    from mcflops.cli.main import main
+
+    path = Path(__file__).resolve().parents[2] / "priors" / "llama405b-layout.yaml"
+    rc = main(["sensitivity", str(path), "--samples", "20000", "--sweep", "tp_comm_overlap=yes,false"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1 and "expected true or false for layout field tp_comm_overlap" in err
