@@ -28,9 +28,9 @@ volumes (Rajbhandari et al. 2020 Sec. 7), recompute (Korthikanti Sec. 5: full re
 Cramer 1946 Sec. 28.6, the Gumbel limit).
 
 The efficiency parameters are the uncertain inputs (each a prior, :data:`PARAMS`); the layout, the shape and
-the hardware fix everything else. ``exposed`` communication multiplies each class's time at full link
-bandwidth: 0 is fully overlapped, 1 is on the critical path at the link's rate, above 1 is below it (NCCL's
-bus bandwidth is some 70-90% of the link's).
+the hardware fix everything else. Each communication class's multiplier x (``tp_comm``, ``dp_comm``,
+``ep_comm``) scales its time at full link bandwidth: 1 is the link's rate, above 1 is below it (NCCL's bus
+bandwidth is some 70-90% of the link's), below 1 is overlap the flags do not state.
 
 Overlap (the layout's flags, each defaulting to Megatron-Core's: off, its DistributedDataParallelConfig and
 TransformerConfig; the data-parallel ones on under ``fsdp``, which prefetches and reduces asynchronously by
