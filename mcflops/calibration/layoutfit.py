@@ -124,11 +124,12 @@ def layout_of(run: LayoutRun, shape: Shape, overrides: Mapping[str, Any] | None 
     acc = catalogue.get(run.accelerator)
     bw = {k: getattr(acc, k) for k in ("nvlink_gb_s", "nvlink_domain", "network_gb_s")}
     bw = {k: lay[k] if lay.get(k) is not None else v for k, v in bw.items()}
+    flags = {k: v if lay.get(k) is None else bool(lay[k]) for k, v in overlap_defaults(bool(lay["fsdp"])).items()}
     out = Layout(tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], cp=lay["cp"] or 1, ep=lay["ep"] or 1, vpp=vpp,
                  micro_batch=lay["micro_batch"] or 1, global_batch=lay["global_batch"],
                  recompute=lay["recompute"] or "none", schedule=schedule, zero=zero,
                  sequence_parallel=True if lay["sequence_parallel"] is None else bool(lay["sequence_parallel"]),
-                 **{k: v if lay.get(k) is None else bool(lay[k]) for k, v in overlap_defaults(bool(lay["fsdp"])).items()},
+                 **flags,
                  **bw)
     if lay["recompute"] is None:  # the least recompute whose activations fit the accelerator's memory
         cap = run.memory_gb or acc.memory_gb

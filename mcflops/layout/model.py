@@ -34,8 +34,9 @@ bandwidth is some 70-90% of the link's), below 1 is overlap the flags do not sta
 
 Overlap (the layout's flags, each defaulting to Megatron-Core's: off, its DistributedDataParallelConfig and
 TransformerConfig; the data-parallel ones on under ``fsdp``, which prefetches and reduces asynchronously by
-design: Zhao et al. 2023, "PyTorch FSDP", Sec. 3.3): an overlapped collective costs only what outlasts the compute it hides behind,
-max(0, x C - w T_c), taken smooth so that the fit stays differentiable (:func:`exposed`). The windows:
+design: Zhao et al. 2023, "PyTorch FSDP", Sec. 3.3): an overlapped collective costs only what outlasts the
+compute it hides behind, max(0, x C - w T_c), taken smooth so that the fit stays differentiable
+(:func:`exposed`). The windows:
 - ``overlap_grad_reduce``: the gradient reduce-scatter (all-reduce without ZeRO) is issued bucket by bucket as
   the LAST micro-batch's backward produces each bucket's gradients (Megatron-Core's DistributedDataParallel;
   MegaScale, Jiang et al. 2024, Sec. 3.2): w = the backward share of one micro-batch, (3 rho - 1)/(3 rho m).
@@ -72,7 +73,8 @@ CLASS_PARAM = {"tp": "tp_comm", "cp": "tp_comm", "dp_fwd": "dp_comm", "dp_bwd": 
 # the hinge's width, as a share of the collective's time: a collective exactly as long as its window is still
 # about SOFT / 2 exposed (the last bucket, which no compute follows; Megatron-Core's buckets are >= 40M elements)
 SOFT = 0.1
-PARAM_BYTES = 2  # the weights all-gathered are the bf16 compute copy (Megatron-Core's distributed optimizer; FSDP's param_dtype)
+# the weights all-gathered are the bf16 compute copy (Megatron-Core's distributed optimizer; FSDP's param_dtype)
+PARAM_BYTES = 2
 
 # Calculon's (Isaev et al. 2023) A100/H100 matrix-unit efficiency by GEMM size (systems/a100_80g.json,
 # "matrix" table: >= 128 GFLOP 0.95, >= 16 GFLOP 0.90, >= 1 GFLOP 0.60, below 0.10), read as points of a

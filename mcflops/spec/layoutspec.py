@@ -17,8 +17,8 @@ from typing import Any, Mapping
 from mcflops import chain as napkin
 from mcflops import hardware as catalogue
 from mcflops.errors import kind
-from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, load_fit, \
-    overlap_defaults, problem
+from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
+    load_fit, overlap_defaults, problem
 from mcflops.numbers import parse_number
 from mcflops.priors.quantiles import median, ppf
 from mcflops.spec.fields import Fields
