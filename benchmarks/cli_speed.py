@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/cli_speed.py                  # every command, 5 repeats
     .venv/bin/python benchmarks/cli_speed.py --repeats 3 --only validate,sample
     .venv/bin/python benchmarks/cli_speed.py --json out.json  # also write the figures as JSON
+    .venv/bin/python benchmarks/cli_speed.py --tree /tmp/base    # A/B: another source tree, same rounds
 
 Commands (targets on the 2-core reference machine in benchmarks/RESULTS.md):
 
@@ -19,6 +20,10 @@ ratio to the reference. "warm" means the caches of one folder (``MCFLOPS_JAX_CAC
 cache, the compiled programs of ``engine.program`` and the host results of ``priors.memo``) were filled by
 the untimed runs first (the cold `run`, then a `sample`); "cold" is that first `run`, with the folder
 empty. The folder is a fresh temporary one, so the user's own caches are left alone.
+
+``--tree DIR`` (repeatable) times the same commands of other source trees (e.g. a ``git archive`` of an
+earlier commit) in the same rounds, each imported through ``PYTHONPATH`` with its own cache folder: an
+A/B comparison on a shared machine, where minutes apart the load differs more than the trees do.
 """
 
 from __future__ import annotations
@@ -51,9 +56,9 @@ def commands(out: str) -> dict[str, list[str]]:
     }
 
 
-def timed(cmd: list[str], env: dict) -> float:
+def timed(cmd: list[str], env: dict, cwd: Path = ROOT) -> float:
     t = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, check=False)
     dt = time.perf_counter() - t
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
@@ -72,38 +77,48 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--only", help="comma-separated: validate, sample, run, cold")
     p.add_argument("--json", help="write the figures to this file")
+    p.add_argument("--tree", action="append", default=[], help="another source tree timed in the same rounds")
     args = p.parse_args(argv)
 
     tmp = tempfile.mkdtemp(prefix="mcflops-cli-speed-")
-    cache = os.path.join(tmp, "jax-cache")
-    env = {**os.environ, "MCFLOPS_JAX_CACHE": cache}
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    cmds = commands(os.path.join(tmp, "out"))
+    trees = {"": ROOT, **{f" [{Path(t).name}]": Path(t).resolve() for t in args.tree}}
+    envs = {}
+    for i, (tag, root) in enumerate(trees.items()):
+        envs[tag] = {**os.environ, "MCFLOPS_JAX_CACHE": os.path.join(tmp, f"jax-cache-{i}")}
+        envs[tag].setdefault("JAX_PLATFORMS", "cpu")
+        if tag:
+            envs[tag]["PYTHONPATH"] = str(root)
+    cmds = {}
+    for i, tag in enumerate(trees):
+        for name, cmd in commands(os.path.join(tmp, f"out-{i}")).items():
+            if not (tag and name.startswith("reference")):
+                cmds[name + tag] = (tag, cmd)
     if args.only:
         keep = set(args.only.split(","))
         cmds = {k: v for k, v in cmds.items() if k.startswith("reference") or k.split()[0] in keep}
     want_cold = not args.only or "cold" in args.only.split(",")
     times: dict[str, list[float]] = {k: [] for k in cmds}
-    result: dict = {"load_before": _load(), "python": sys.version.split()[0]}
+    result: dict = {"load_before": _load(), "python": sys.version.split()[0],
+                    "trees": {tag or "this": str(root) for tag, root in trees.items()}}
     try:
-        if want_cold:  # the first run with an empty cache is the cold figure, and warms the cache
-            times["run (cold)"] = [timed(_mcflops("run", PRIOR, "--quiet", "--out", os.path.join(tmp, "cold")), env)]
-        else:
-            timed(_mcflops("run", PRIOR, "--quiet", "--out", os.path.join(tmp, "cold")), env)
-        timed(_mcflops("sample", PRIOR, "--quiet"), env)
+        for i, (tag, root) in enumerate(trees.items()):  # cold: the first run with an empty cache; it warms it
+            cold = timed(_mcflops("run", PRIOR, "--quiet", "--out", os.path.join(tmp, f"cold-{i}")), envs[tag], root)
+            if want_cold:
+                times["run (cold)" + tag] = [cold]
+            timed(_mcflops("sample", PRIOR, "--quiet"), envs[tag], root)
         for _ in range(args.repeats):
-            for name, cmd in cmds.items():
-                times[name].append(timed(cmd, env))
+            for name, (tag, cmd) in cmds.items():
+                times[name].append(timed(cmd, envs[tag], trees[tag]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ref = statistics.median(next(v for k, v in times.items() if k.startswith("reference")))
     result["load_after"] = _load()
     print(f"# load average {result['load_before']} -> {result['load_after']}; {args.repeats} rounds")
-    print(f"{'command':40s} {'median s':>9s} {'min s':>7s} {'x reference':>12s}")
+    print(f"{'command':48s} {'median s':>9s} {'min s':>7s} {'x reference':>12s}")
     for name, ts in times.items():
         med = statistics.median(ts)
         result[name] = {"median_s": med, "min_s": min(ts), "ratio_to_reference": med / ref, "n": len(ts)}
-        print(f"{name:40s} {med:9.2f} {min(ts):7.2f} {med / ref:12.1f}")
+        print(f"{name:48s} {med:9.2f} {min(ts):7.2f} {med / ref:12.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0

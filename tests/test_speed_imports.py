@@ -57,3 +57,20 @@ def test_package_attributes_load_on_use():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True, timeout=120)
     assert r.stdout.split() == ["False", "True", "mcflops.api.calls", "True"]
+
+
+def test_figure_path_imports_no_jax():
+    """Every plots module, and the output layer that hands them their data, import neither JAX nor the
+    engine: a process that only draws figures starts in the time matplotlib takes."""
+    code = ("import json, pkgutil, sys, importlib, mcflops.plots, mcflops.output, mcflops.output.drawer\n"
+            "names = [m.name for m in pkgutil.iter_modules(mcflops.plots.__path__, 'mcflops.plots.')]\n"
+            "[importlib.import_module(n) for n in names]\n"
+            "print(json.dumps({'names': names, 'modules': sorted(sys.modules)}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True, timeout=120)
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert {"mcflops.plots.posterior", "mcflops.plots.sensitivity", "mcflops.plots.report"} <= set(out["names"])
+    mods = set(out["modules"])
+    assert "mcflops.plots.posterior" in mods
+    heavy = [m for m in _heavy(mods) if not m.startswith(("matplotlib", "rich"))]
+    assert heavy == []

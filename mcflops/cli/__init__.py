@@ -7,6 +7,6 @@ the printing process, the output folder's lock), signals.py (SIGINT and SIGTERM)
 """
 
 from mcflops.cli.args import EXIT_BAD_INPUT, EXIT_INTERRUPTED
-from mcflops.cli.main import main
+from mcflops.cli.main import entry, main
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "main"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "entry", "main"]

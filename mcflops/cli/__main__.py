@@ -1,5 +1,3 @@
-import sys
+from mcflops.cli.main import entry
 
-from mcflops.cli.main import main
-
-sys.exit(main())
+entry()

@@ -4,7 +4,9 @@ writing the same folder (exit 2), and SIGINT or SIGTERM (exit 130 or 143, saying
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -39,6 +41,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             return signals.exit_code(signum)
         finally:
             release_outputs()
+
+
+def entry() -> None:
+    """The `mcflops` program: ``main()``, then the process ends without tearing the interpreter down.
+
+    Freeing every module and object of JAX, XLA and matplotlib at exit takes longer than many commands
+    themselves; the operating system frees the memory anyway. The libraries' own exit handlers still run
+    (``leave`` is registered first, so it runs last), and output is flushed. A ``SystemExit`` raised
+    inside (argparse's --help, a bad option) or an uncaught error ends the ordinary way."""
+    code: list[int | None] = [None]
+    atexit.register(leave, code)
+    code[0] = main()
+    sys.exit(code[0])
+
+
+def leave(code: list[int | None]) -> None:
+    """At exit, after every other exit handler: flush and end the process with ``code[0]`` (when set),
+    skipping the interpreter's finalization; where a flush fails, the ordinary exit reports it."""
+    if code[0] is None:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code[0])
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -11,12 +11,22 @@ from mcflops import chain as napkin
 from mcflops import output
 from mcflops.cli.progress import progress
 from mcflops.cli.tables import fmt, headline_lines, stats_table
-from mcflops.cli.session import claim_out, primary, setup_jax
+from mcflops.cli.session import claim_out, distributed, primary, setup_jax
 from mcflops.cli.signals import check_interrupt
 from mcflops.spec import INPUTS, load_spec
 
 
 def command(args) -> int:
+    # the figures' process imports matplotlib while this one loads the file, imports JAX and samples
+    drawer = output.start_drawer() if args.command == "run" and not distributed() else None
+    try:
+        return _command(args, drawer)
+    finally:
+        if drawer is not None:
+            drawer.close()
+
+
+def _command(args, drawer) -> int:
     spec = load_spec(args.file)
     if args.command == "run":  # refuse a bad --out before sampling, not after
         claim_out(Path(args.out) if args.out else Path("reports") / spec.name)
@@ -32,7 +42,7 @@ def command(args) -> int:
         if primary() and args.command == "run":
             bar.phase("plotting")  # the figures, then the report
             out = Path(args.out) if args.out else Path("reports") / spec.name
-            output.write_run(out, res, data, check=check_interrupt)
+            output.write_run(out, res, data, check=check_interrupt, drawer=drawer)
             data["out"] = str(out)
     if not primary():
         return 0

@@ -12,10 +12,15 @@ def setup_jax() -> None:
     the user's cache folder (engine.use_cache: a second run loads its compiled programs)."""
     from mcflops import engine
 
-    if os.environ.get("JAX_COORDINATOR_ADDRESS") or os.environ.get("MCFLOPS_DISTRIBUTED") == "1":
+    if distributed():
         library_chatter_to_stderr()
     engine.setup()
     engine.use_cache()  # no folder to be had: every run compiles
+
+
+def distributed() -> bool:
+    """Whether this process is one of several hosts of one run (engine.init_distributed joins them)."""
+    return bool(os.environ.get("JAX_COORDINATOR_ADDRESS")) or os.environ.get("MCFLOPS_DISTRIBUTED") == "1"
 
 
 def library_chatter_to_stderr() -> None:

@@ -111,7 +111,7 @@ def _grid(name: str, prior: Mapping[str, float], posterior: Mapping[str, float],
 def posterior_inputs(src: Source, prior: Mapping[str, Any], posterior: Mapping[str, Any],
                      uncertain: Sequence[str], observed: Sequence[str]) -> dict[str, Any]:
     """One panel per uncertain input in the posterior (grid, prior and posterior densities, 90% HDI,
-    medians), and the finding: the input the data say most about (MFU when it is not observed, else the
+    medians, ``percent``: a fraction, shown in %), and the finding: the input the data say most about (MFU when it is not observed, else the
     one whose log mean moved most, in prior sds), with its posterior median and HDI; None when every
     input is observed."""
     panels = []
@@ -119,7 +119,8 @@ def posterior_inputs(src: Source, prior: Mapping[str, Any], posterior: Mapping[s
         grid = _grid(name, prior[name], posterior[name])
         panels.append({"name": name, "grid": grid, "prior": src.prior(name, grid),
                        "posterior": src.posterior(name, grid), "hdi90": tuple(posterior[name]["hdi90"]),
-                       "prior_p50": prior[name]["p50"], "posterior_p50": posterior[name]["p50"]})
+                       "prior_p50": prior[name]["p50"], "posterior_p50": posterior[name]["p50"],
+                       "percent": name in FRACTIONS})
     names = [n for n in uncertain if n in posterior and n not in observed]
     finding = None
     if names:
@@ -127,7 +128,7 @@ def posterior_inputs(src: Source, prior: Mapping[str, Any], posterior: Mapping[s
                  for n in names}
         n = "mfu" if "mfu" in names else max(shift, key=shift.get)
         finding = {"input": n, "given": list(observed), "posterior_p50": posterior[n]["p50"],
-                   "hdi90": tuple(posterior[n]["hdi90"]), "prior_p50": prior[n]["p50"]}
+                   "hdi90": tuple(posterior[n]["hdi90"]), "prior_p50": prior[n]["p50"], "percent": n in FRACTIONS}
     return {"panels": panels, "finding": finding}
 
 
@@ -154,7 +155,8 @@ def ridge(prior_draws: Mapping[str, np.ndarray], posterior_draws: Mapping[str, n
 def predictive(src: Source, name: str, prior: Mapping[str, float], observation: Any,
                observed: Mapping[str, Any]) -> dict[str, Any]:
     """An observed quantity's prior predictive and posterior densities on a grid wide enough for the
-    observation's 90% band (an interval observation: the interval, and no single published value)."""
+    observation's 90% band (an interval observation: the interval, and no single published value);
+    ``percent``: a fraction, shown in %."""
     o = observation
     span = prior["p95"] - prior["p5"]
     lo, hi = prior["p5"] - 0.8 * span, prior["p95"] + 0.8 * span
@@ -167,7 +169,8 @@ def predictive(src: Source, name: str, prior: Mapping[str, float], observation: 
     lo, hi = max(min(lo, band[0]), 1e-300), max(hi, band[1])
     grid = np.linspace(lo, hi, 300)
     return {"name": name, "grid": grid, "prior": src.prior(name, grid), "posterior": src.posterior(name, grid),
-            "band": band, "published": mark, "prior_p50": prior["p50"], "observed": dict(observed)}
+            "band": band, "published": mark, "prior_p50": prior["p50"], "observed": dict(observed),
+            "percent": name in FRACTIONS}
 
 
 def headline(summary: Mapping[str, Any], prior_draws: np.ndarray,

@@ -1,15 +1,43 @@
 """Which figures each command's output gets, each as file name -> draw(path): the plot data from
 inference.plotdata (or the summary's own dicts), drawn by plots/. output.folder puts them in place.
 
-Nothing here imports matplotlib until a figure is drawn; ``can_draw`` says whether it can be.
+A figure is a :class:`Draw`: the plots/ function and its plain data (NumPy arrays, numbers, dicts), so
+that it can be pickled to the drawing process (output.drawer) as well as drawn here. Nothing here imports
+matplotlib until a figure is drawn; ``can_draw`` says whether it can be.
 """
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 Figures = dict[str, Callable[[Path], str]]  # file name -> draw the PNG at the path given, return it
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One figure: ``function(path, *args)`` of the plots/ module ``module``, its data already computed."""
+
+    module: str
+    function: str
+    args: tuple
+
+    def __call__(self, path: Path) -> str:
+        return getattr(importlib.import_module(self.module), self.function)(path, *self.args)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A run folder's writer (output.Writer) of ``figures``, each PNG stamped with ``spec_hash``: drawn here
+    when called, or handed to a drawing process by output.folder."""
+
+    figures: Figures
+    spec_hash: str | None = None
+
+    def __call__(self, folder: Path) -> list[str]:
+        return draw(folder, self.figures, self.spec_hash)
 
 PRIOR_POSTERIOR = "posterior_inputs.png"
 RIDGE = "mfu_goodput_ridge.png"
@@ -37,58 +65,51 @@ def posterior(res) -> Figures:
     """A run's posterior figures: prior vs posterior of the inputs, the MFU-goodput ridge when both are
     uncertain, and each observed quantity's predictive."""
     from mcflops.inference import plotdata
-    from mcflops.plots import posterior as plots
 
+    plots = "mcflops.plots.posterior"
     out: Figures = {}
     if not res.posterior or res.sums is None:
         return out
     src = plotdata.Source(res.sums, res.model.centers, res.posterior.get("method"), res.posterior_draws or {})
     observed = list(res.spec.observe)
     if any(n in res.posterior for n in res.spec.uncertain):
-        out[PRIOR_POSTERIOR] = lambda p: plots.prior_posterior(p, plotdata.posterior_inputs(
-            src, res.prior, res.posterior, res.spec.uncertain, observed))
+        out[PRIOR_POSTERIOR] = Draw(plots, "prior_posterior", (plotdata.posterior_inputs(
+            src, res.prior, res.posterior, res.spec.uncertain, observed),))
     if {"mfu", "goodput"} <= set(res.posterior_draws or {}):
-        out[RIDGE] = lambda p: plots.ridge(p, plotdata.ridge(res.draws, res.posterior_draws, res.posterior,
-                                                             res.chain, res.spec.observe.get("gpu_hours")))
+        out[RIDGE] = Draw(plots, "ridge", (plotdata.ridge(res.draws, res.posterior_draws, res.posterior, res.chain,
+                                                          res.spec.observe.get("gpu_hours")),))
     for name, o in res.spec.observe.items():
         if name in res.sums.names:
-            out[f"predictive_{name}.png"] = lambda p, name=name, o=o: plots.predictive(p, plotdata.predictive(
-                src, name, res.prior[name], o, res.observed.get(name, {})))
+            out[f"predictive_{name}.png"] = Draw(plots, "predictive", (plotdata.predictive(
+                src, name, res.prior[name], o, res.observed.get(name, {})),))
     return out
 
 
 def headline(res, summary: Mapping[str, Any]) -> Figures:
     """The report's headline figure (GPU-hours before and after the published figure), when the run kept
     GPU-hours draws; ``summary`` is summary.json's content."""
+    from mcflops.inference import plotdata
     from mcflops.report import HEADLINE_FIGURE
 
     draws = (res.draws or {}).get("gpu_hours")
     if draws is None:
         return {}
-
-    def fig(path: Path) -> str:
-        from mcflops.inference import plotdata
-        from mcflops.plots.report import headline
-
-        data = plotdata.headline(summary, draws, (res.posterior_draws or {}).get("gpu_hours"))
-        return headline(path, data, res.spec.hardware.count, summary)
-
-    return {HEADLINE_FIGURE: fig}
+    data = plotdata.headline(summary, draws, (res.posterior_draws or {}).get("gpu_hours"))
+    return {HEADLINE_FIGURE: Draw("mcflops.plots.report", "headline", (data, res.spec.hardware.count, summary))}
 
 
 def sensitivity(sens: Mapping[str, Any] | None) -> Figures:
     """tornado.png, sobol.png and sweep_<input>.png of a sensitivity analysis (`run` and `sensitivity`)."""
-    from mcflops.plots import sensitivity as plots
-
+    plots = "mcflops.plots.sensitivity"
     if not sens:
         return {}
     out: Figures = {}
     if (sens.get("tornado") or {}).get("inputs"):
-        out["tornado.png"] = lambda p: plots.tornado(p, sens)
+        out["tornado.png"] = Draw(plots, "tornado", (sens,))
     if sens.get("sobol"):
-        out["sobol.png"] = lambda p: plots.sobol_bars(p, sens)
+        out["sobol.png"] = Draw(plots, "sobol_bars", (sens,))
     for name, sw in (sens.get("sweeps") or {}).items():
-        out[f"sweep_{name}.png"] = lambda p, sw=sw: plots.sweep_fan(p, sw)
+        out[f"sweep_{name}.png"] = Draw(plots, "sweep_fan", (sw,))
     return out
 
 
@@ -96,27 +117,17 @@ def layout(data: Mapping[str, Any] | None) -> Figures:
     """waterfall.png: peak to achieved to delivered FLOP/s, when the MFU prior comes from a layout."""
     if not data or "waterfall" not in data:
         return {}
-
-    def fig(path: Path) -> str:
-        from mcflops.plots.layout import waterfall
-
-        return waterfall(path, data)
-
-    return {"waterfall.png": fig}
+    return {"waterfall.png": Draw("mcflops.plots.layout", "waterfall", (data,))}
 
 
 def plan(data: Mapping[str, Any]) -> Figures:
     """plan.png: the probability of finishing in time against the accelerator count (with --deadline-days)."""
-    from mcflops.plots import sensitivity as plots
-
-    return {"plan.png": lambda p: plots.plan_curve(p, data)} if "curve" in data else {}
+    return {"plan.png": Draw("mcflops.plots.sensitivity", "plan_curve", (data,))} if "curve" in data else {}
 
 
 def compare(data: Mapping[str, Any]) -> Figures:
     """compare.png: the histogram of B / A."""
-    from mcflops.plots import sensitivity as plots
-
-    return {"compare.png": lambda p: plots.compare_ratio(p, data)}
+    return {"compare.png": Draw("mcflops.plots.sensitivity", "compare_ratio", (data,))}
 
 
 def calibration(data: Mapping[str, Any]) -> Figures:

@@ -101,26 +101,26 @@ def run_files(res) -> tuple[list[Writer], list[str]]:
         else:
             notes.append(NETCDF_MISSING)
         if figures.can_draw():
-            writers.append(lambda folder: figures.draw(folder, figures.posterior(res), digest))
+            writers.append(figures.Batch(figures.posterior(res), digest))
         else:
             notes.append(FIGURES_MISSING)
     if res.sensitivity and figures.can_draw():
-        writers.append(lambda folder: figures.draw(folder, figures.sensitivity(res.sensitivity), digest))
+        writers.append(figures.Batch(figures.sensitivity(res.sensitivity), digest))
     if res.layout and figures.can_draw():  # waterfall.png, the layout section's figure
-        writers.append(lambda folder: figures.draw(folder, figures.layout(res.layout), digest))
+        writers.append(figures.Batch(figures.layout(res.layout), digest))
     if res.plan and figures.can_draw():  # plan.png, the planning section's curve (with a deadline)
-        writers.append(lambda folder: figures.draw(folder, figures.plan(res.plan), digest))
+        writers.append(figures.Batch(figures.plan(res.plan), digest))
     return writers, notes
 
 
 def write_run(out: Path, res, data: dict[str, Any] | None = None, *, check: Check = None,
-              field: str | None = "--out") -> dict[str, Any]:
+              field: str | None = "--out", drawer=None) -> dict[str, Any]:
     """Write a run's folder: its files into a temporary folder beside ``out``, then swapped into place.
 
     ``res`` is an api.Result; ``data`` summary.json's content (default ``res.to_dict()``), to which the notes
     of files left out (``run_files``) are added; it is returned. ``check`` is called between files and
     before the swap (it raises to stop: nothing is then left behind). FolderBusy when another process
-    writes the same folder."""
+    writes the same folder. ``drawer`` (output.drawer.start()) shares the figures with a drawing process."""
     data = res.to_dict() if data is None else data
     check_out(out, field)
     writers, notes = run_files(res)
@@ -139,7 +139,7 @@ def write_run(out: Path, res, data: dict[str, Any] | None = None, *, check: Chec
         except OSError as e:
             raise SpecError(f"cannot write here: {e.strerror}", path=where, field=field) from None
         try:
-            _fill(tmp, res, data, out, writers, check or (lambda: None))
+            _fill(tmp, res, data, out, writers, check or (lambda: None), drawer)
             files.swap(tmp, out)
         except OSError as e:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -153,27 +153,34 @@ def write_run(out: Path, res, data: dict[str, Any] | None = None, *, check: Chec
     return data
 
 
-def _fill(tmp: Path, res, data: dict[str, Any], out: Path, writers: list[Writer], check: Callable[[], None]) -> None:
+def _fill(tmp: Path, res, data: dict[str, Any], out: Path, writers: list[Writer], check: Callable[[], None],
+          drawer=None) -> None:
+    from mcflops.output import figures
     from mcflops.spec import resolved_document
 
     check()
     (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     files.write_yaml(tmp / "spec.resolved.yaml", resolved_document(res.spec), provenance=data)
-    for write in writers:
-        check()
-        write(tmp)
+    # the report's headline figure (when matplotlib is there: else the report goes without it)
+    head = figures.Batch(figures.headline(res, data) if figures.can_draw() else {}, res.spec.digest())
+    if drawer is None:
+        for write in [*writers, head]:
+            check()
+            write(tmp)
+    else:  # the figures shared with the drawing process, the other files written meanwhile
+        batches = [w for w in [*writers, head] if isinstance(w, figures.Batch)]
+        jobs = [(name, fig, b.spec_hash) for b in batches for name, fig in b.figures.items()]
+        others = [lambda w=w: w(tmp) for w in writers if not isinstance(w, figures.Batch)]
+        drawer.draw(tmp, jobs, before=others, check=check)
     check()
-    _write_report(tmp, res, data, out)  # last: it embeds the figures written before it
+    _write_report(tmp, out)  # last: it embeds the figures written before it
     check()
 
 
-def _write_report(folder: Path, res, data: dict[str, Any], out: Path) -> None:
-    """The headline figure (when matplotlib is there), then report.md and report.html from the folder's files."""
-    from mcflops.output import figures
+def _write_report(folder: Path, out: Path) -> None:
+    """report.md and report.html from the folder's files."""
     from mcflops.report import render
 
-    if figures.can_draw():  # without matplotlib the report goes without its headline figure
-        figures.draw(folder, figures.headline(res, data), res.spec.digest())
     for name, text in render(folder, label=files.label(out)).items():
         (folder / name).write_text(text, encoding="utf-8")
 

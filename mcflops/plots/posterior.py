@@ -12,24 +12,23 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mcflops.inference.plotdata import FRACTIONS
 from mcflops.plots import style
 
 
-def _scale(name: str) -> tuple[float, str]:
-    return (100.0, "%") if name in FRACTIONS else (1.0, "")
+def _scale(percent: bool) -> tuple[float, str]:
+    return (100.0, "%") if percent else (1.0, "")
 
 
-def _fmt(name: str, v: float) -> str:
+def _fmt(percent: bool, v: float) -> str:
     from mcflops.numbers import format_number
 
-    k, unit = _scale(name)
+    k, unit = _scale(percent)
     return f"{v * k:.1f}{unit}" if unit else format_number(v)
 
 
 def prior_posterior(path, data: Mapping[str, Any]) -> str:
-    """One panel per uncertain input: prior and posterior densities (MFU and goodput in %);
-    ``data`` is plotdata.posterior_inputs."""
+    """One panel per uncertain input: prior and posterior densities (fractions, MFU and goodput, in %:
+    each panel's and the finding's ``percent``); ``data`` is plotdata.posterior_inputs."""
     panels = data["panels"]
     ncols = min(3, max(len(panels), 1))
     nrows = max(1, math.ceil(len(panels) / ncols))
@@ -39,7 +38,8 @@ def prior_posterior(path, data: Mapping[str, Any]) -> str:
         ax.set_visible(False)
     for ax, p in zip(axes.ravel(), panels):
         name, grid, f0, f1 = p["name"], p["grid"], p["prior"], p["posterior"]
-        k, unit = _scale(name)
+        pct = p["percent"]
+        k, unit = _scale(pct)
         ax.fill_between(grid * k, f0, color=style.PRIOR, alpha=0.35, lw=0)
         ax.plot(grid * k, f0, color=style.PRIOR, lw=1.5, label="prior")
         ax.fill_between(grid * k, f1, color=style.POSTERIOR, alpha=0.25, lw=0)
@@ -47,7 +47,7 @@ def prior_posterior(path, data: Mapping[str, Any]) -> str:
         a, b = p["hdi90"]
         if np.isfinite(a) and np.isfinite(b):
             ax.axvspan(a * k, b * k, color=style.POSTERIOR, alpha=0.06, lw=0)
-        ax.set_title(f"{name}: {_fmt(name, p['prior_p50'])} -> {_fmt(name, p['posterior_p50'])}", fontsize=9.5)
+        ax.set_title(f"{name}: {_fmt(pct, p['prior_p50'])} -> {_fmt(pct, p['posterior_p50'])}", fontsize=9.5)
         ax.set_xlabel(f"{name} ({unit})" if unit else name)
         _big_ticks(ax, grid)
         ax.set_yticks([])
@@ -75,10 +75,10 @@ def _headline(finding: Mapping[str, Any] | None) -> str:
     """The finding in one line: MFU given the data, or (MFU observed) the input the data moved most."""
     if not finding:
         return "Prior and posterior"
-    n = finding["input"]
+    n, pct = finding["input"], finding["percent"]
     a, b = finding["hdi90"]
-    return (f"Given {', '.join(finding['given'])}, {n} is {_fmt(n, finding['posterior_p50'])} (90% HDI "
-            f"{_fmt(n, a)}-{_fmt(n, b)}), prior {_fmt(n, finding['prior_p50'])}")
+    return (f"Given {', '.join(finding['given'])}, {n} is {_fmt(pct, finding['posterior_p50'])} (90% HDI "
+            f"{_fmt(pct, a)}-{_fmt(pct, b)}), prior {_fmt(pct, finding['prior_p50'])}")
 
 
 def ridge(path, data: Mapping[str, Any]) -> str:
@@ -110,9 +110,9 @@ def predictive(path, data: Mapping[str, Any]) -> str:
     """The prior predictive (and posterior) of an observed quantity, the published value and its 90% band;
     ``data`` is plotdata.predictive."""
     name, grid, f0, f1 = data["name"], data["grid"], data["prior"], data["posterior"]
-    band, mark = data["band"], data["published"]
-    k, unit = _scale(name)
-    big = name not in FRACTIONS and data["prior_p50"] > 1e5
+    band, mark, pct = data["band"], data["published"], data["percent"]
+    k, unit = _scale(pct)
+    big = not pct and data["prior_p50"] > 1e5
     k = 1e-6 if big else k
     fig, ax = style.figure(3.4)
     ax.fill_between(grid * k, f0, color=style.PRIOR, alpha=0.35, lw=0)
@@ -121,13 +121,13 @@ def predictive(path, data: Mapping[str, Any]) -> str:
     ax.axvspan(band[0] * k, band[1] * k, color=style.OBSERVED, alpha=0.08, lw=0,
                label="observed interval" if mark is None else "90% band of the observation noise")
     if mark is not None:
-        ax.axvline(mark * k, color=style.OBSERVED, lw=1.5, label=f"published {_fmt(name, mark)}")
+        ax.axvline(mark * k, color=style.OBSERVED, lw=1.5, label=f"published {_fmt(pct, mark)}")
     ax.set_xlabel(f"{name} ({'millions' if big else unit or 'value'})")
     ax.set_yticks([])
     ax.set_ylim(bottom=0)
     ob = data["observed"]
     if ob.get("prior_percentile") is not None:
-        title = (f"The published {name} {_fmt(name, mark)} sits at the {ob['prior_percentile']:.0f}th percentile "
+        title = (f"The published {name} {_fmt(pct, mark)} sits at the {ob['prior_percentile']:.0f}th percentile "
                  "of the prior predictive")
     else:
         title = (f"The prior puts {ob.get('prior_probability_inside', float('nan')):.0%} of {name} in the "

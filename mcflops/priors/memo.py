@@ -30,6 +30,7 @@ MAGIC = b"mcflops-host-v1\n"
 KEEP = 4096  # entries (a quantile table is 33 KB: 130 MB at most)
 _state: dict[str, Path | None] = {"folder": None}
 _digest: list[str] = []  # the package's, computed once
+_versions_text: list[str] = []  # the same for the versions (reading a package's metadata scans sys.path)
 
 
 def cache_folder() -> str | None:
@@ -66,6 +67,12 @@ def stop() -> None:
 
 
 def _versions() -> str:
+    if not _versions_text:
+        _versions_text.append(_version_text())
+    return _versions_text[0]
+
+
+def _version_text() -> str:
     import numpy
 
     try:
