@@ -7,8 +7,9 @@ splits.py: the validation's held-out folds; baselines.py: what the model must be
 proper scores; validate.py: every split scored; select.py: the model the grouped validation chooses.
 """
 
+from mcflops.calibration.baselines import error_floor
 from mcflops.calibration.export import export, fit_id, fit_summary
-from mcflops.calibration.model import Config, Fit, Sampler, fit
+from mcflops.calibration.model import Config, Fit, Sampler, describe_structure, fit
 from mcflops.calibration.predict import Loo, LooRow, loo, population_table, predict_hours, predict_log_u
 from mcflops.calibration.runs import KINDS, Runs, data_text, load_runs, runs_from_records
 from mcflops.calibration.scores import Predictive, crps_grid, crps_normal
@@ -17,6 +18,6 @@ from mcflops.calibration.splits import SPLITS, Fold, Split, make_splits
 from mcflops.calibration.validate import Validation, validate
 
 __all__ = ["KINDS", "SPLITS", "Config", "Fit", "Fold", "Loo", "LooRow", "Predictive", "Runs", "Sampler", "Split",
-           "Validation", "compare_models", "crps_grid", "crps_normal", "data_text", "export", "fit", "fit_id",
-           "fit_summary", "load_runs", "loo", "make_splits", "population_table", "predict_hours", "predict_log_u",
+           "Validation", "compare_models", "crps_grid", "crps_normal", "data_text", "describe_structure", "error_floor", "export",
+           "fit", "fit_id", "fit_summary", "load_runs", "loo", "make_splits", "population_table", "predict_hours", "predict_log_u",
            "runs_from_records", "validate"]

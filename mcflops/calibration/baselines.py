@@ -75,3 +75,23 @@ def fit_baselines(runs: Runs, weights: np.ndarray) -> dict[str, Callable[[int], 
         return const if p is None else _logit_t(*p)
 
     return {"constant": lambda i: const, "rule": lambda i: rule, "generation": by_gen}
+
+
+def error_floor(runs: Runs) -> dict[str, float]:
+    """How close a median of log u could come to the published figures, fitted in-sample (each run's own figure
+    included, so an optimistic floor for any held-out split): the median over the scored runs of
+    |log u_i - the median log u of run i's group|, for one group of all runs (what a held-out generation leaves
+    a predictor without covariates), one per generation, and one per organisation and generation."""
+    ok = np.array([k != "upper_bound" for k in runs.kinds])
+    lu = np.log(runs.implied_u)
+    keys = {"pooled": ["all"] * runs.n, "per_generation": list(runs.generations),
+            "per_org_generation": [f"{o}|{g}" for o, g in zip(runs.orgs, runs.generations)]}
+    out = {}
+    for name, key in keys.items():
+        key = np.asarray(key)
+        dev = np.empty(runs.n)
+        for k in set(key[ok].tolist()):
+            m = ok & (key == k)
+            dev[m] = np.abs(lu[m] - np.median(lu[m]))
+        out[name] = float(np.median(dev[ok]))
+    return out

@@ -66,4 +66,4 @@ def export(fit: Fit, seed: int, loo_result: Loo | None = None, keep: int = 600,
 
 
 def _round(v: np.ndarray) -> list:
-    return np.vectorize(lambda x: float(f"{x:.5g}"))(v).tolist()
+    return np.vectorize(lambda x: float(f"{x:.5g}"), otypes=[float])(v).tolist()

@@ -17,7 +17,10 @@ H_i = 6 N_i D_i / (P_i u_i 3600) (Kaplan et al. 2020 for 6ND; PaLM App. B for MF
   Student-t run effect in the predictive;
 - sigma by ``hours_kind``: a model card's figure is tight, a third-party guess loose;
 - ``throughput`` figures (throughput x tokens) exclude downtime, so they imply MFU alone: the offset
-  delta = -log(goodput) >= 0 lowers their hours.
+  delta = -log(goodput) >= 0 lowers their hours;
+- without the noise per kind and the offset (``Config.kind_noise`` off) the run spread tau is the only
+  noise and the likelihood is exact: logit(implied u_i) ~ Normal (or Student-t)(location_i, tau), an upper
+  bound P(logit u >= logit implied u_i); the per-generation baseline's model, its generations pooled.
 
 NUTS in NumPyro (imported inside the functions; the core layers never need it). Every parameter has a
 leading fold axis with per-run likelihood weights, so one compiled sampler fits every leave-one-out
@@ -29,6 +32,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -54,11 +58,13 @@ THROUGHPUT_SCALE = 0.15  # half-normal: throughput figures miss ~0-25% downtime
 class Config:
     """Model structure (static) and sampler sizes."""
 
-    # the grouped validation's choice among calibration.select's candidates (`mcflops calibrate --select`):
-    # size, peak and their product fitted the held-out organisations and generations worse than the
-    # partially pooled effects alone, heavy-tailed (Student-t) run effects better than normal ones, and
-    # no organisation effect better than one (an organisation's few runs do not predict its next)
-    covariates: tuple[str, ...] = ("moe",)
+    # the grouped validation's choice among calibration.select's candidates (`mcflops calibrate --select`),
+    # "generation, one noise, Student-t": size, peak and their product fitted the held-out organisations and
+    # generations worse than the partially pooled effects alone, an organisation effect worse than none,
+    # Student-t(4) run effects better than normal ones, and the noise per kind with the throughput offset
+    # worse than the run spread alone (the offset, learnt from another organisation's throughput figures,
+    # moved a held-out organisation's medians the wrong way); no MoE term, as in the per-generation baseline
+    covariates: tuple[str, ...] = ()
     org_effect: bool = False
     acc_effect: bool = True
     # what the accelerator effect pools over: "family" (H100 and H800 one family) or the row's "generation"
@@ -68,6 +74,10 @@ class Config:
     draws: int = 400
     target_accept: float = 0.9
     run_df: float | None = 4.0  # Student-t run effects with these degrees of freedom (None: normal)
+    # a noise per kind of published figure and the throughput offset; without them the run spread tau is
+    # the only noise and logit(implied u) is exactly Normal / Student-t around its location: the
+    # per-generation baseline's model with the generations partially pooled
+    kind_noise: bool = False
 
 
 def _model_fn(cfg: Config, n_org: int, n_fam: int, n_folds: int, kinds_present: tuple[str, ...]):
@@ -108,6 +118,21 @@ def _model_fn(cfg: Config, n_org: int, n_fam: int, n_folds: int, kinds_present: 
             z_acc = numpyro.sample("z_acc", dist.Normal(0.0, 1.0).expand([f, n_fam]).to_event(2))
             a_acc = numpyro.deterministic("a_acc", tau_acc[:, None] * z_acc)
             logit = logit + a_acc[:, fam]
+        if not cfg.kind_noise:
+            numpyro.deterministic("sigma", jnp.zeros((f, len(KINDS)), jnp.float32))
+            lu = c - y  # log implied u: log(6ND / (P 3600)) - log H
+            zz = jnp.broadcast_to((lu - jnp.log(-jnp.expm1(lu)))[None, :], logit.shape)  # logit of it
+            s = jnp.broadcast_to(tau[:, None], logit.shape)
+            bound = (kind == KINDS.index("upper_bound"))[None, :]
+            # an upper bound on the hours is a lower bound on u: P(logit u >= z) = Phi((location - z) / tau)
+            if cfg.run_df is None:
+                ll = jnp.where(bound, norm.logcdf((logit - zz) / s), norm.logpdf(zz, logit, s))
+            else:
+                from jax.scipy.stats import t as student
+
+                ll = jnp.where(bound, norm.logcdf((logit - zz) / s), student.logpdf(zz, cfg.run_df, logit, s))
+            numpyro.factor("published_hours", jnp.sum(w * ll))
+            return
         if learn:
             sig = numpyro.sample("sigma_kind", dist.HalfNormal(jnp.broadcast_to(scales, (f, len(learn)))).to_event(2))
         sigma = numpyro.deterministic("sigma", jnp.stack(
@@ -220,7 +245,7 @@ class Sampler:
         fits = []
         for i in range(self.folds):
             by_chain = {k: v[:, :, i] for k, v in grouped.items() if not k.startswith("z_")}
-            draws = {k: v.reshape((-1,) + v.shape[2:]) for k, v in by_chain.items()}
+            draws = {k: v.reshape((v.shape[0] * v.shape[1],) + v.shape[2:]) for k, v in by_chain.items()}
             fits.append(Fit(self.cfg, self.runs, w[i], draws, by_chain, div, secs))
         return fits
 
@@ -229,6 +254,25 @@ def fit(key, runs: Runs | None = None, cfg: Config = Config(), weights: np.ndarr
     """Fit the model by NUTS (``key``: a JAX PRNG key) to every run (or with per-run ``weights``)."""
     runs = runs or load_runs()
     return Sampler(runs, cfg).fit(key, None if weights is None else np.asarray(weights, float)[None, :])[0]
+
+
+def describe_structure(cfg: Mapping[str, Any]) -> tuple[str, str]:
+    """A structure in words, from a Config's fields as data (calibration.json's ``config``): its terms besides
+    the intercept and covariates, and what a run the data have not seen gets."""
+    acc = "accelerator-family" if cfg.get("acc_group", "family") == "family" else "accelerator-generation"
+    effects = [e for e, on in (("organisation", cfg.get("org_effect", True)), (acc, cfg.get("acc_effect", True))) if on]
+    terms = [f"partially pooled {' and '.join(effects)} effects" if effects else "no group effects"]
+    if not cfg.get("org_effect", True):
+        terms.append("no organisation effect")
+    terms.append(("Student-t" if cfg.get("run_df") else "normal") + " run effects")
+    terms.append("a noise per kind of published figure and a throughput offset" if cfg.get("kind_noise", True)
+                 else "no noise per kind of figure (the run spread is the only noise)")
+    unseen = [f"an {w} with no published run gets the population spread of {ws}" for w, ws, on in
+              (("organisation", "organisations", cfg.get("org_effect", True)),
+               ("accelerator family", "accelerator families", cfg.get("acc_effect", True))) if on]
+    if not cfg.get("org_effect", True):
+        unseen.append("an organisation given does not move the prior")
+    return ", ".join(terms), "; ".join(unseen)
 
 
 def thin(v: np.ndarray, most: int) -> np.ndarray:

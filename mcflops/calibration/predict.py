@@ -42,7 +42,7 @@ def log_u_params(fit: Fit, i: int, most: int = 1000) -> tuple[np.ndarray, ...]:
     if "a_acc" in d:
         mean = mean + d["a_acc"][:, acc[i]]
     kind = runs.kinds[i]
-    shift = d["throughput_offset"] if kind == "throughput" else np.zeros_like(mean)
+    shift = d["throughput_offset"] if kind == "throughput" and "throughput_offset" in d else np.zeros_like(mean)
     sigma = d["sigma"][:, KINDS.index(kind)]
     return mean, d["tau"], shift, sigma
 

@@ -34,11 +34,11 @@ def hours_predictive(log_hours_u1: float, log_u: Callable[[np.ndarray], tuple[np
 def quadrature_nodes(sd: np.ndarray, sigma: np.ndarray) -> np.ndarray:
     """Per draw, the Gauss-Hermite nodes for the CDF's integral over the reporting noise
     (priors.calibrated.log_u_cdf_pdf): the integrand, a CDF, varies on the scale sd / sigma in units of the
-    noise, so 8 nodes while sigma < 0.3 sd, 16 while sigma < 2 sd, else 48 (the shipped prior's count for
-    the whole table); the CDF then moves by under 1e-3 against 48 nodes (tests/calibration/test_validation.py).
+    noise, so one node when there is no noise (Config.kind_noise off), 8 while sigma < 0.3 sd, 16 while
+    sigma < 2 sd, else 48 (the shipped prior's count for the whole table); the CDF then moves by under 1e-3 against 48 nodes (tests/calibration/test_validation.py).
     The density is not as forgiving: see model_log_u."""
     r = np.asarray(sigma, float) / np.asarray(sd, float)
-    return np.where(r < 0.3, 8, np.where(r < 2.0, 16, 48))
+    return np.where(r == 0.0, 1, np.where(r < 0.3, 8, np.where(r < 2.0, 16, 48)))  # no noise: one node is exact
 
 
 def log_u_cdf(params: tuple[np.ndarray, ...], t: np.ndarray, df) -> np.ndarray:

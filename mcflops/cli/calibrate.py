@@ -143,6 +143,7 @@ def compute(args) -> tuple[dict[str, Any], dict[str, Any] | None]:
             data["validation"] = v.to_dict()
             data["validation_table"] = v.table()
             data["targets"] = targets(v.table())
+            data["error_floor"] = cal.error_floor(runs)
             data["loo"] = loo_block(data["validation"])
         if getattr(args, "select", False):
             data["selection"] = cal.compare_models(jax.random.fold_in(key, 2), runs, vcfg, phase=phase)
@@ -250,6 +251,11 @@ def show_validation(con, data: dict[str, Any]) -> None:
             con.print(f"  [yellow]{escape(s['label'])}: skipped[/yellow] ({escape(s['skipped'])})")
     con.print("  [dim]CRPS and log score of log hours (Gneiting & Raftery 2007); lower CRPS and higher log score "
               "are better; -inf: a run outside the predictive's support[/dim]")
+    fl = data.get("error_floor")
+    if fl:
+        con.print(f"  [dim]median |log err| of a median fitted in-sample (each run's own figure in it): one for all runs "
+                  f"{fl['pooled']:.3f}, one per generation {fl['per_generation']:.3f}, one per organisation and "
+                  f"generation {fl['per_org_generation']:.3f}[/dim]")
     for split, res in data["targets"].items():
         marks = ", ".join(f"{k} {'[green]met[/green]' if v['met'] else '[red]missed[/red]'} ({v['target']})"
                           for k, v in res.items())

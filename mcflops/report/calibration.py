@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from mcflops.calibration import describe_structure
 from mcflops.numbers import format_number
 from mcflops.report.blocks import B, C, Document, Fig, Items, P, Section, Table
 from mcflops.priors.calibrated import LABEL
@@ -30,15 +31,14 @@ def _f(x: Any, d: str = ".3f") -> str:
 def build(data: Mapping[str, Any], figures: Mapping[str, bytes]) -> Document:
     n = data.get("runs", "?")
     cfg = data.get("config", {})
+    terms, unseen = describe_structure(cfg)
     meta = f"seed {data.get('seed', '?')} · fit {data.get('fit_id', '?')} · {n} published runs"
     intro = Section("what", "1. What the calibrated prior is", [P([
         C("mfu: {calibrated: ...}"), " is a prior on ", B(LABEL), ", u = MFU x goodput, calibrated on "
         f"{n} published runs (mcflops/data/published_runs.yaml): the posterior predictive of a hierarchical model "
-        "of logit u (an intercept, the covariates ", C(", ".join(cfg.get("covariates", [])) or "none"),
-        ", partially pooled organisation and accelerator-family effects, ",
-        "Student-t" if cfg.get("run_df") else "normal", " run effects, a noise per kind of published figure). "
-        "An organisation or accelerator family with no published run gets the population spread of "
-        "organisations or families, and the prior says so in its source."])])
+        "of logit u (an intercept, ", *(["the covariates ", C(", ".join(cfg["covariates"]))] if cfg.get("covariates")
+                                        else ["no covariates"]),
+        f", {terms}). {unseen[:1].upper() + unseen[1:]}, and the prior says so in its source."])])
     secs = [intro]
     v = data.get("validation")
     if v:
@@ -123,13 +123,14 @@ def _selection(sel) -> Section:
     rows = []
     for r in sel:
         sp = r["splits"]
-        rows.append([[B(r["candidate"])] if r["chosen"] else r["candidate"], ", ".join(r["covariates"]),
+        rows.append([[B(r["candidate"])] if r["chosen"] else r["candidate"], ", ".join(r["covariates"]) or "none",
                      "t(4)" if r["run_df"] else "normal", f"{r['crps']:.4f}"]
                     + [f"{sp[k]['coverage_90']:.2f} / {sp[k]['median_abs_log_error']:.3f}" for k in sorted(sp)])
     keys = sorted(sel[0]["splits"]) if sel else []
     return Section("selection", "4. The model the validation chose", [P([
         "Each candidate was scored on the grouped splits only; the lowest CRPS averaged over them wins, a tie "
-        "within 0.005 going to the simpler candidate (fixed before the scores were seen)."]), Table(
+        "within 0.005 going to the simpler candidate (the one listed first). The rule was fixed before any score "
+        "was seen; mcflops/calibration/select.py says when and why each later candidate was added."]), Table(
         ["candidate", "covariates", "run effects", "grouped CRPS"] + [f"{k}: 90% cov. / err" for k in keys], rows,
         num=frozenset(range(3, 4 + len(keys))))])
 

@@ -232,7 +232,8 @@ def test_the_validations_log_score_is_the_full_computations():
     draws = {"alpha": rng.normal(-0.6, 0.1, s_), "beta": rng.normal(0, 0.1, (s_, 1)), "tau": rng.uniform(0.25, 0.3, s_),
              "a_org": rng.normal(0, 0.1, (s_, 3)), "a_acc": rng.normal(0, 0.1, (s_, 4)),
              "sigma": np.tile([0.2, 0.25, 0.3, 0.15, 0.15, 0.1, 0.1], (s_, 1)), "throughput_offset": np.zeros(s_)}
-    cfg = cal.Config(chains=1, warmup=1, draws=s_, run_df=4.0)
+    # a structure with the MoE covariate, an organisation effect and a noise per kind (the draws above)
+    cfg = cal.Config(chains=1, warmup=1, draws=s_, run_df=4.0, covariates=("moe",), org_effect=True, kind_noise=True)
     fit = Fit(cfg, runs, np.ones(runs.n), draws, {}, 0, 0.0)
     assert set(quadrature_nodes(draws["tau"], draws["sigma"][:, 0])) == {16}  # toy runs are "reported": sigma 0.2
     for i in (0, 3, 6):
