@@ -5,7 +5,8 @@
 family (``accelerator:``, GEMM efficiency only: the other parameters do not depend on the family) or on an
 unseen one (``default:``), each parameter's marginal on its own. :func:`production` predicts each production
 row from those priors through the prior-file grammar (:func:`mcflops.spec.load_spec`, the layout and
-``efficiency:`` given inline), in the row's own FLOP convention; :func:`trends` refits without the trend
+``efficiency:`` given inline), in the row's own FLOP convention, a flag its source does not state
+``unknown`` (both settings mixed 1:1); :func:`trends` refits without the trend
 series and compares each measured ratio with the model's.
 """
 
