@@ -20,7 +20,7 @@ different quantity); no TPU row is a benchmark, so a TPU gets the population dra
 Fields the sources leave out take the value :func:`layout_of` states (and raise the row's noise):
 micro-batch 1, the least recompute whose activations fit (none, selective, full: :func:`mcflops.layout.memory`), 1F1B (interleaved with 2 virtual stages where only "interleaved" is said),
 ZeRO 3 under FSDP else 1, the overlap flags Megatron-Core's defaults (off) or on under FSDP
-(:func:`mcflops.layout.overlap_defaults`), sequence parallelism on, an unknown MLP width 4 d_model, heads d_model / 128,
+(:func:`mcflops.layout.overlap_defaults`; not marginalised over, as the validation's prior is), sequence parallelism on, an unknown MLP width 4 d_model, heads d_model / 128,
 vocabulary 51,200 (Megatron's GPT default), sequence 8,192 (torchtitan's Llama 3 configs); Megatron-Core's
 strong-scaling rows print no layout and take the weak-scaling 177B row's (tp 8, pp 6).
 """

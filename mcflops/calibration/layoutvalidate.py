@@ -5,7 +5,8 @@
 family (``accelerator:``, GEMM efficiency only: the other parameters do not depend on the family) or on an
 unseen one (``default:``), each parameter's marginal on its own. :func:`production` predicts each production
 row from those priors through the prior-file grammar (:func:`mcflops.spec.load_spec`, the layout and
-``efficiency:`` given inline), in the row's own FLOP convention; :func:`trends` refits without the trend
+``efficiency:`` given inline), in the row's own FLOP convention, a flag its source does not state
+``unknown`` (both settings mixed 1:1); :func:`trends` refits without the trend
 series and compares each measured ratio with the model's.
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from mcflops.calibration import layoutfit as lf
 from mcflops.calibration.layoutdata import LayoutRun, benchmark_rows, production_rows
-from mcflops.layout import OVERLAP_FLAGS, PARAMS
+from mcflops.layout import OVERLAP_FLAGS, PARAMS, overlap_defaults
 
 SCHEMA = "layout_fit_v1"
 EP_SOURCE = ("not fitted: no benchmark row is a mixture of experts, so the rows say nothing about ep_comm; the "
@@ -84,6 +85,11 @@ def layout_prior(run: LayoutRun, fit_json: Mapping[str, Any], arch: Mapping | No
     shape, _ = lf.shape_of(run, arch)
     lo, _ = lf.layout_of(run, shape, layout)
     lay = {k: getattr(lo, k) for k in LAYOUT_KEYS}
+    # an overlap flag neither the row's source nor the overrides state is unknown: the prior mixes both settings
+    # (the fit keeps Megatron-Core's defaults for such rows; FSDP's data-parallel two stay on, by its design)
+    by_design = overlap_defaults(bool(run.layout.get("fsdp")))
+    lay.update({k: "unknown" for k in OVERLAP_FLAGS
+                if run.layout.get(k) is None and k not in (layout or {}) and not by_design[k]})
     doc = {"name": run.id, "description": run.model, "seed": 0, "samples": 1000,
            "hardware": {"accelerator": run.accelerator, "precision": run.precision or "bf16", "count": run.count},
            "flops": "architecture",

@@ -201,9 +201,10 @@ def ring(k: float) -> float:
 
 
 def overlap_defaults(fsdp: bool) -> dict[str, bool]:
-    """The overlap flags a layout that does not state them gets: Megatron-Core's defaults (all off), or the
-    data-parallel two on under PyTorch FSDP, whose prefetch and asynchronous reduce-scatter are part of its
-    design (Zhao et al. 2023, Sec. 3.3); tensor-parallel overlap is its own option everywhere (off)."""
+    """Megatron-Core's defaults for the overlap flags (all off), or the data-parallel two on under PyTorch FSDP,
+    whose prefetch and asynchronous reduce-scatter are part of its design (Zhao et al. 2023, Sec. 3.3);
+    tensor-parallel overlap is its own option everywhere (off). The fit gives these to a benchmark row that does
+    not state a flag; a prior file's unstated flag is unknown instead (mcflops.spec.layoutspec)."""
     return {"overlap_grad_reduce": bool(fsdp), "overlap_param_gather": bool(fsdp), "tp_comm_overlap": False}
 
 

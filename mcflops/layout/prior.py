@@ -11,11 +11,17 @@ A published GPU-hours figure constrains the MFU, and the factors only through th
 posterior is therefore the prior conditional on the MFU, reweighted by the MFU's posterior / prior ratio:
 :func:`Waterfall` bins the hypercube's draws by the MFU's prior quantiles and gives each bin the share of the
 engine's posterior MFU draws that fall in it (:func:`posterior_weights`).
+
+An overlap flag the file leaves ``unknown`` is one more dimension of the hypercube: a Bernoulli(1/2) flag per
+draw, balanced (exactly half the draws on, in a fixed random order independent of the other dimensions), so
+the table is the equal-weight mixture of the flag's two settings. The 1/2 is a prior choice (no setting is
+favoured), not a measurement.
 """
 
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping
@@ -39,6 +45,13 @@ def _unit(n_params: int, n: int) -> np.ndarray:
     return (strata + rng.random((n, n_params))) / n
 
 
+@lru_cache(maxsize=4)
+def _bits(k: int, n: int) -> np.ndarray:
+    """k balanced Bernoulli(1/2) columns over n draws: each exactly half on, independently permuted."""
+    rng = np.random.Generator(np.random.PCG64(_SEED + 1))
+    return np.stack([rng.permutation(np.arange(n) < n // 2) for _ in range(k)], axis=1)
+
+
 @dataclass(frozen=True)
 class LayoutPrior:
     """``mfu: {layout: ...}`` as the file wrote it, re-solvable at any accelerator count."""
@@ -53,6 +66,7 @@ class LayoutPrior:
     count: int  # the file's accelerator count
     source: str | None = None
     accelerator: str | None = None
+    unknown: tuple[str, ...] = ()  # overlap flags the file left unknown: each on in half the draws (module docstring)
     _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     def draws(self) -> dict[str, np.ndarray]:
@@ -74,12 +88,35 @@ class LayoutPrior:
 
     def factor_draws(self, count: int | None = None) -> dict[str, np.ndarray]:
         """Each factor's draws, ``counting`` (a constant) and ``mfu`` (their product, the file's units)."""
-        f = factors(self.terms(count), self.draws())
+        f = self._factors(count)
         out = dict(f)
         m = np.ones_like(f["gemm"])
         for name in FACTORS:
             m = m * f[name]
         out["mfu"] = m * self.counting
+        return out
+
+    def flag_draws(self) -> dict[str, np.ndarray]:
+        """Each unknown overlap flag's draws (bool, aligned with :meth:`draws`)."""
+        bits = _bits(len(self.unknown), DRAWS)
+        return {k: bits[:, j] for j, k in enumerate(self.unknown)}
+
+    def _factors(self, count: int | None) -> dict[str, np.ndarray]:
+        d = self.draws()
+        if not self.unknown:
+            return factors(self.terms(count), d)
+        flags = self.flag_draws()
+        combo = np.zeros(DRAWS, np.int64)
+        for j, k in enumerate(self.unknown):
+            combo |= flags[k].astype(np.int64) << j
+        out: dict[str, np.ndarray] = {}
+        n = float(count or self.count)
+        for c in range(1 << len(self.unknown)):  # each setting of the unknown flags on its own draws
+            idx = np.flatnonzero(combo == c)
+            lay = dataclasses.replace(self.layout, **{k: bool(c >> j & 1) for j, k in enumerate(self.unknown)})
+            fc = factors(terms(lay, self.shape, self.counts, self.peak, n), {p: v[idx] for p, v in d.items()})
+            for name, v in fc.items():
+                out.setdefault(name, np.empty(DRAWS))[idx] = v
         return out
 
     def at(self, count: int | None = None, strict: bool = False) -> Dist:
@@ -97,8 +134,6 @@ class LayoutPrior:
     def variant(self, **changes) -> "LayoutPrior":
         """The same prior with layout fields changed (a sweep's point); ValueError when that layout cannot run
         or cannot fit in memory. The efficiency draws are shared (common random numbers)."""
-        import dataclasses
-
         lay = dataclasses.replace(self.layout, **changes)
         if "vpp" in changes and "schedule" not in changes:
             lay = dataclasses.replace(lay, schedule="interleaved" if lay.vpp > 1 else
@@ -106,7 +141,8 @@ class LayoutPrior:
         bad = problem(lay, self.shape, self.count)
         if bad is not None:
             raise ValueError(bad[1])
-        out = dataclasses.replace(self, layout=lay, _cache={"draws": self.draws()})
+        out = dataclasses.replace(self, layout=lay, unknown=tuple(k for k in self.unknown if k not in changes),
+                                  _cache={"draws": self.draws()})
         mem = out.memory()
         if mem is not None and mem.cannot_fit:
             raise ValueError(f"needs {mem.total / 1e9:.0f} GB per accelerator, more than its {mem.capacity / 1e9:.0f} GB")
@@ -115,9 +151,8 @@ class LayoutPrior:
     def to_dict(self) -> dict:
         """The recipe back, every default filled in (what the resolved prior file writes; it loads back into
         the same prior)."""
-        import dataclasses
-
         lay = {k: v for k, v in dataclasses.asdict(self.layout).items() if v is not None}
+        lay.update({k: "unknown" for k in self.unknown})
         out = {"layout": lay, "efficiency": {p: self.efficiency[p].to_dict() for p in PARAMS}}
         if self.source:
             out["source"] = self.source
@@ -135,6 +170,8 @@ class LayoutPrior:
         parts += [f"{k} {getattr(lo, k)}" for k in ("cp", "ep") if getattr(lo, k) > 1]
         text = (f"layout MFU ({', '.join(parts)}; micro-batch {lo.micro_batch}, global batch {lo.global_batch} "
                 f"sequences; recompute {lo.recompute}; {lo.schedule}; ZeRO {lo.zero}): mcflops.layout step-time model")
+        if self.unknown:
+            text += f"; overlap unknown ({', '.join(self.unknown)}: on and off mixed 1:1)"
         return f"{self.source} | {text}" if self.source else text
 
     def notes(self, count: int | None = None) -> list[str]:
@@ -153,6 +190,9 @@ class LayoutPrior:
         if lo.tp > dom:
             out.append(f"layout: tensor parallelism {lo.tp} spans more than one NVLink domain ({dom}): its "
                        "all-reduces cross the network")
+        for k in self.unknown:
+            out.append(f"layout: {k} is unknown: the MFU prior mixes it on and off with equal weight (a prior "
+                       "choice; state it to narrow the prior)")
         mem = self.memory(count)
         if mem is not None and mem.headroom < 0:
             out.append(f"layout: an estimated {mem.total / 1e9:.1f} GB per accelerator ({mem.states / 1e9:.1f} GB model "

@@ -1,7 +1,11 @@
 """``mfu: {layout: {...}, efficiency: {...}, source: ...}``: the MFU prior from the parallel layout.
 
-The layout's fields are numbers, names and flags (:class:`mcflops.layout.Layout`; the overlap flags default to
-Megatron-Core's, off, or on with ``fsdp: true``); ``efficiency:`` may override any of
+The layout's fields are numbers, names and flags (:class:`mcflops.layout.Layout`). An overlap flag is
+``true``, ``false`` or ``unknown``; ``unknown``, also what an unstated flag gets, makes the prior the
+equal-weight mixture of both settings (:class:`mcflops.layout.LayoutPrior`; the 1/2 is a prior choice): a
+file that does not say how its stack overlaps gets that uncertainty rather than a guess. Under ``fsdp: true``
+the data-parallel two are on unless stated (FSDP's prefetch and asynchronous reduce-scatter are its design,
+Zhao et al. 2023, Sec. 3.3). ``efficiency:`` may override any of
 the efficiency priors (:data:`mcflops.layout.PARAMS`), which default to the shipped fit
 (``mcflops/data/layout_fit.json``). The model needs the architecture's shape (its MLP width) and the
 accelerator's peak, memory and bandwidths (the catalogue's, or ``nvlink_gb_s``/``nvlink_domain``/
@@ -29,6 +33,7 @@ INT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", 
 FLOAT_KEYS = ("nvlink_gb_s", "network_gb_s")
 BOOL_KEYS = ("sequence_parallel", "fsdp", *OVERLAP_FLAGS)
 KEYS = (*INT_KEYS, *FLOAT_KEYS, "recompute", "schedule", *BOOL_KEYS)
+UNKNOWN = "unknown"  # an overlap flag's third value: both settings, equal weight
 _FIT_PATH = str(Path(__file__).resolve().parents[1] / "data" / "layout_fit.json")
 
 
@@ -69,10 +74,16 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
                 raise err(f"expected layout.{k}: one of {', '.join(allowed)}, got {lay[k]!r}", lay, k)
             vals[k] = str(lay[k])
     for k in BOOL_KEYS:
+        if k in OVERLAP_FLAGS and lay.get(k) == UNKNOWN:
+            continue
         if k in lay and not isinstance(lay[k], bool):
-            raise err(f"expected layout.{k}: true or false, got {kind(lay[k])}", lay, k)
-    # unstated overlap flags: Megatron-Core's defaults (off), or on under FSDP (mcflops.layout.overlap_defaults)
-    vals.update({k: lay.get(k, v) for k, v in overlap_defaults(bool(lay.get("fsdp"))).items()})
+            also = ", false or unknown" if k in OVERLAP_FLAGS else " or false"
+            raise err(f"expected layout.{k}: true{also}, got {kind(lay[k])}", lay, k)
+    # unstated overlap flags: unknown (mixed), except the data-parallel two under FSDP, on by its design
+    by_design = {k: v for k, v in overlap_defaults(True).items() if v} if lay.get("fsdp") else {}
+    flags = {k: lay.get(k, by_design.get(k, UNKNOWN)) for k in OVERLAP_FLAGS}
+    unknown = tuple(k for k in OVERLAP_FLAGS if flags[k] == UNKNOWN)
+    vals.update({k: v is True for k, v in flags.items()})
     if lay.get("fsdp"):
         if vals.get("zero", 3) != 3:
             raise err("layout: fsdp: true is ZeRO stage 3 (fully sharded); leave zero out or set zero: 3", lay, "zero")
@@ -109,7 +120,7 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     conv = napkin.CONVENTIONS[data.get("flops", "6nd")]
     n_med = median(priors["params"]) if priors.get("params") is not None else None
     counting = conv.per_token(arch, n_med) / counts.training_flops_per_token
-    prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id)
+    prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id, unknown)
     mem = prior.memory()
     if mem is not None and mem.cannot_fit:
         d = mem.to_dict()

@@ -169,8 +169,8 @@ def _layout() -> dict[str, Any]:
     props.update({k: _num(above=0) for k in FLOAT_KEYS})
     props.update(recompute={"enum": list(RECOMPUTE)}, schedule={"enum": list(SCHEDULES)},
                  sequence_parallel={"type": "boolean"}, fsdp={"type": "boolean"})
-    props.update({k: {"type": "boolean", "description": "overlap with compute (default: Megatron-Core's, false; "
-                      "true with fsdp: true)"} for k in OVERLAP_FLAGS})
+    props.update({k: {"enum": [True, False, "unknown"], "description": "overlap with compute; unknown (the default; "
+                      "true for the data-parallel two with fsdp: true) mixes both settings 1:1"} for k in OVERLAP_FLAGS})
     # gemm is a fraction (as mfu), the others positive multiples (as tokens); a mixture is not offered
     eff = _object({p: {"$ref": "#/$defs/component_mfu" if p == "gemm" else "#/$defs/component_tokens"}
                    for p in PARAMS})

@@ -1,6 +1,6 @@
 """Communication overlap: the exposed time against a bucket-by-bucket simulation and hand computations, the
 windows' shares of a micro-batch, ZeRO's volumes, the interleaved schedule's sends, the flags through the file
-grammar (defaults, resolved file, bad values)."""
+grammar (unknown by default, resolved file, bad values)."""
 
 from __future__ import annotations
 
@@ -124,26 +124,27 @@ def _lay(**kw):
     return load_spec(doc).count_dependent["mfu"]
 
 
-def test_flags_default_to_megatron_core_and_to_fsdp_overlap():
+def test_unstated_flags_are_unknown_and_fsdp_overlaps_its_data_parallel_two():
     assert overlap_defaults(False) == {"overlap_grad_reduce": False, "overlap_param_gather": False,
-                                       "tp_comm_overlap": False}
-    lo = _lay().layout
-    assert not (lo.overlap_grad_reduce or lo.overlap_param_gather or lo.tp_comm_overlap)
-    fs = _lay(fsdp=True, zero=3, pp=8, vpp=2).layout
-    assert fs.overlap_grad_reduce and fs.overlap_param_gather and not fs.tp_comm_overlap
+                                       "tp_comm_overlap": False}  # the fit's defaults for rows that do not say
+    assert _lay().unknown == ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
+    fs = _lay(fsdp=True, zero=3, pp=8, vpp=2)
+    assert fs.layout.overlap_grad_reduce and fs.layout.overlap_param_gather and fs.unknown == ("tp_comm_overlap",)
     on = _lay(overlap_grad_reduce=True, tp_comm_overlap=True)
-    assert on.layout.overlap_grad_reduce and on.layout.tp_comm_overlap and not on.layout.overlap_param_gather
+    assert on.layout.overlap_grad_reduce and on.layout.tp_comm_overlap and on.unknown == ("overlap_param_gather",)
     assert on.to_dict()["layout"]["overlap_grad_reduce"] is True  # the resolved file writes it back
+    assert on.to_dict()["layout"]["overlap_param_gather"] == "unknown"
     again = load_spec({**DOC, "priors": {**DOC["priors"], "mfu": on.to_dict()}}).count_dependent["mfu"]
-    assert again.layout == on.layout
-    assert np.median(on.factor_draws()["mfu"]) > np.median(_lay().factor_draws()["mfu"])
+    assert again.layout == on.layout and again.unknown == on.unknown
+    off = _lay(overlap_grad_reduce=False, overlap_param_gather=False, tp_comm_overlap=False)
+    assert off.unknown == () and np.median(on.factor_draws()["mfu"]) > np.median(off.factor_draws()["mfu"])
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None])
 def test_a_flag_that_is_not_a_boolean_is_one_line(value):
     with pytest.raises(SpecError) as e:
         _lay(overlap_param_gather=value)
-    assert "\n" not in str(e.value) and "layout.overlap_param_gather: true or false" in str(e.value)
+    assert "\n" not in str(e.value) and "layout.overlap_param_gather: true, false or unknown" in str(e.value)
 
 
 def test_a_sweep_of_a_flag_takes_true_and_false_only(capsys):

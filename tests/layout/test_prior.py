@@ -30,15 +30,26 @@ def spec():
 
 
 def test_the_table_matches_an_independent_monte_carlo(spec):
-    """Draw each efficiency prior with NumPy's own generator (not the hypercube), run the factors, compare
+    """Draw each efficiency prior (and each unknown overlap flag, a fair coin) with NumPy's own generator (not
+    the hypercube), run the factors, compare
     quantiles: a quantile's MC error is sqrt(p (1 - p) / n) / density; tolerance 5 of those (both sides)."""
     lp = spec.count_dependent["mfu"]
     rng = np.random.default_rng(7)
     n = 200_000
     draws = {p: np.asarray(ppf(d, rng.random(n))) for p, d in lp.efficiency.items()}
-    from mcflops.layout import factors
-    f = factors(lp.terms(), draws)
-    m = np.prod([f[k] for k in FACTORS], axis=0) * lp.counting
+    import dataclasses
+
+    from mcflops.layout import factors, terms
+    # an unknown overlap flag: an independent fair coin per draw (the hypercube's is balanced and permuted)
+    coin = {k: rng.random(n) < 0.5 for k in lp.unknown}
+    m = np.empty(n)
+    for bits in np.ndindex(*(2,) * len(lp.unknown)):
+        sel = np.ones(n, bool)
+        for k, b in zip(lp.unknown, bits):
+            sel &= coin[k] == bool(b)
+        lay = dataclasses.replace(lp.layout, **{k: bool(b) for k, b in zip(lp.unknown, bits)})
+        f = factors(terms(lay, lp.shape, lp.counts, lp.peak, float(lp.count)), {p: v[sel] for p, v in draws.items()})
+        m[sel] = np.prod([f[k] for k in FACTORS], axis=0) * lp.counting
     table = lp.at()
     got = np.asarray(ppf(table, np.array([0.05, 0.25, 0.5, 0.75, 0.95])))
     for p, g in zip((0.05, 0.25, 0.5, 0.75, 0.95), got):
