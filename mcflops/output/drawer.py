@@ -111,10 +111,9 @@ class Drawer:
 
 
 def start() -> Drawer | None:
-    """Start the drawing process; None when it would not help or cannot be: no spare core (the load
-    average of the last minute, os.getloadavg, above os.cpu_count() - 1: a second process then only adds
-    the CPU time of its start), no matplotlib, or no process to be had. ``MCFLOPS_DRAW_PROCESS=1`` starts it
-    whatever the load, ``0`` never."""
+    """Start the drawing process; None when it would not help or cannot be: every core busy
+    (``spare_core``: a second process then only adds the CPU time of its start), no matplotlib, or no
+    process to be had. ``MCFLOPS_DRAW_PROCESS=1`` starts it whatever the load, ``0`` never."""
     import importlib.util
 
     want = os.environ.get("MCFLOPS_DRAW_PROCESS", "").strip()
@@ -133,9 +132,13 @@ def start() -> Drawer | None:
 
 
 def spare_core() -> bool:
-    """Whether a core was free over the last minute (os.getloadavg; True where the load cannot be read)."""
+    """Whether the cores this process may use were not all busy over the last minute (os.getloadavg below
+    their count; True where the load cannot be read). The average lags and counts the previous command
+    itself, so "below the count" rather than "a whole core idle": measured on two cores, the second
+    process pays for itself unless both are busy (benchmarks/RESULTS.md)."""
     try:
-        return os.getloadavg()[0] <= (os.cpu_count() or 1) - 1
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return os.getloadavg()[0] < cores
     except OSError:
         return True
 
