@@ -80,7 +80,7 @@ def command(args) -> int:
     write_page(out, data)
     if export is not None:
         target = fit_path()
-        output.write_fit(target, export, where=out)
+        output.write_fit(target, export, where=target)
         data["wrote_fit"] = str(target)
     data["out"] = str(out)
     if args.json:
@@ -299,12 +299,10 @@ def layout_command(args) -> int:
             raise SpecError(f"cannot write: {e.strerror}", path=str(e.filename or out), field="--out") from None
         data["out"] = str(out / "layout_validation.json")
     if args.write:
-        target = Path(__file__).resolve().parents[1] / "data" / "layout_fit.json"
-        try:
-            output.replace_text(target, json.dumps(lv.to_json(fit_json), indent=1) + "\n")
-        except OSError as e:
-            raise SpecError(f"cannot write: {e.strerror}", path=str(target), field="--write") from None
-        data["wrote_fit"] = str(target)
+        from mcflops.layout.fit import FIT
+
+        output.write_fit(FIT, lv.to_json(fit_json), where=FIT, indent=1)
+        data["wrote_fit"] = str(FIT)
     if args.json:
         print(json.dumps(data, indent=2))
     else:

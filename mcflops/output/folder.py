@@ -232,12 +232,14 @@ def write_analysis(kind: str, data: Mapping[str, Any], out: Path, where: str | N
     write_outputs(Path(out), ANALYSES[kind], data, draw(data), where=where)
 
 
-def write_fit(path: Path, fit: Mapping[str, Any], where: Path) -> None:
-    """The calibration fit as compact JSON (`calibrate --write`), replaced atomically."""
+def write_fit(path: Path, fit: Mapping[str, Any], where: Path, indent: int | None = None) -> None:
+    """A calibration fit (`calibrate --write`, `calibrate --layout --write`) as JSON, replaced atomically:
+    compact unless ``indent`` is given."""
+    text = json.dumps(fit, indent=indent) if indent is not None else json.dumps(fit, separators=(",", ":"))
     try:
-        files.replace_text(path, json.dumps(fit, separators=(",", ":")) + "\n")
-    except OSError as e:
-        raise _cannot_write(e, str(e.filename or where)) from None
+        files.replace_text(path, text + "\n")
+    except OSError as e:  # the file --write names (the package's copy), not the --out folder
+        raise SpecError(f"cannot write: {e.strerror}", path=str(e.filename or where), field="--write") from None
 
 
 def _cannot_write(e: OSError, where: str) -> SpecError:

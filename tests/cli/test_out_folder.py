@@ -73,3 +73,24 @@ def test_a_report_run_wrote_is_replaced(tmp_path, capsys):
         assert cli.main(["run", str(OK), "--out", str(d), "--quiet", "--json"]) == 0
     capsys.readouterr()
     assert {"summary.json", "spec.resolved.yaml", "report.md", "report.html"} <= set(tree(d))
+
+
+def test_write_fit_writes_compact_or_indented_json_and_a_failure_is_one_line(tmp_path):
+    """Both `calibrate --write` paths share output.write_fit: the JSON reads back equal either way (compact
+    for the calibration fit, indented for the layout fit), and a file that cannot be written is one
+    SpecError naming it and the --write flag."""
+    import json
+
+    from mcflops import output
+    from mcflops.errors import SpecError
+
+    fit = {"a": [1.5, 2], "b": {"c": "d"}}
+    compact, indented = tmp_path / "c.json", tmp_path / "i.json"
+    output.write_fit(compact, fit, where=compact)
+    output.write_fit(indented, fit, where=indented, indent=1)
+    assert json.loads(compact.read_text()) == json.loads(indented.read_text()) == fit
+    assert "\n" not in compact.read_text().rstrip("\n") and indented.read_text().count("\n") > 3
+    missing = tmp_path / "no-such-folder" / "fit.json"
+    with pytest.raises(SpecError) as err:
+        output.write_fit(missing, fit, where=missing)
+    assert err.value.field == "--write" and "no-such-folder" in str(err.value) and "\n" not in str(err.value)
