@@ -14,12 +14,36 @@ from mcflops import engine  # noqa: E402
 
 engine.setup()  # as a run does, before any JAX computation: one CPU device per core, for every test
 
+# JAX's persistent compilation cache in the folder `mcflops run` keeps it in (engine.use_cache: the user's cache
+# folder, MCFLOPS_JAX_CACHE, off with MCFLOPS_NO_CACHE=1), from the first compile on: the folder the CLI tests
+# fill anyway (in this process, the first in-process CLI run would turn it on; JAX fixes its folder once per
+# process). A test that builds a program another test or an earlier session built (a fresh closure, the same
+# HLO) loads the executable instead of compiling it: JAX keys entries by the program, the backend, its devices
+# and the compile options, so it is the executable a compile gives. The program store stays off (stop_cache):
+# tests trace as mcflops.run does.
+engine.use_cache()
+engine.stop_cache()
+JAX_CACHE = jax.config.jax_compilation_cache_dir  # None when caches are off
+
 # Property tests draw from a fixed seed (derandomized) like every other statistical test here: a CI
 # failure is reproducible, and a run never depends on a local example database.
 settings.register_profile("mcflops", derandomize=True, database=None, deadline=None, print_blob=True)
 settings.load_profile("mcflops")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_configure(config):
+    # Two processes (xdist workers, CLI runs) share the folder and JAX writes its entries unlocked: one read
+    # while another process writes it warns and compiles instead; that is JAX working, not a test failing.
+    config.addinivalue_line("filterwarnings", "ignore:Error reading persistent compilation cache entry")
+
+
+@pytest.fixture(scope="session")
+def jax_cache_env() -> dict[str, str]:
+    """The environment that gives a child process this one's compilation cache (a child that runs programs
+    the tests may have compiled already)."""
+    return {"JAX_COMPILATION_CACHE_DIR": JAX_CACHE} if JAX_CACHE else {}
 
 
 @pytest.fixture

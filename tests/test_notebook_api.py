@@ -199,7 +199,7 @@ def test_readme_python_example_runs(monkeypatch, capsys):
     assert medians[0] > medians[1] > medians[2]  # higher MFU, fewer GPU-hours
 
 
-def test_the_notebook_executes(monkeypatch):
+def test_the_notebook_executes(monkeypatch, jax_cache_env):
     """reports/notebook.ipynb, executed top to bottom in a fresh kernel from the repository root."""
     from pathlib import Path
 
@@ -207,6 +207,8 @@ def test_the_notebook_executes(monkeypatch):
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     monkeypatch.setenv("JUPYTER_PLATFORM_DIRS", "1")  # jupyter_core's own paths, without its warning
+    for k, v in jax_cache_env.items():  # the kernel loads what the tests compiled (the README's example's runs)
+        monkeypatch.setenv(k, v)
     root = Path(__file__).resolve().parents[1]
     nb = nbformat.read(root / "reports" / "notebook.ipynb", as_version=4)
     code = "".join(c.source for c in nb.cells if c.cell_type == "code")
