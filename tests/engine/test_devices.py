@@ -59,8 +59,8 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def _child(devices: int, n: int, pool: int) -> dict:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+def _child(devices: int, n: int, pool: int, cache_env: dict) -> dict:
+    env = {**os.environ, **cache_env, "JAX_PLATFORMS": "cpu",
            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
     out = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(SPEC), str(n), str(pool)], capture_output=True,
                          check=False,
@@ -69,10 +69,10 @@ def _child(devices: int, n: int, pool: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_same_sums_for_any_device_count_and_blocks_per_call():
+def test_same_sums_for_any_device_count_and_blocks_per_call(jax_cache_env):
     n = 7 * (1 << 14) + 1234  # 8 blocks of 4 sub-blocks, the last one partial: uneven over 4 devices
     pool = 3 * (1 << 14)  # the first 2 of the 4 sub-blocks of every block keep the PSIS tail and the reservoir
-    one, four = _child(1, n, pool), _child(4, n, pool)
+    one, four = _child(1, n, pool, jax_cache_env), _child(4, n, pool, jax_cache_env)
     assert one["devices"] == 1 and four["devices"] == 4
     ref = one["1"]
     for got in (one["3"], four["1"], four["3"]):

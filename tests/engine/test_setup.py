@@ -63,14 +63,14 @@ def test_setup_leaves_explicit_settings_and_started_backends_alone():
     assert started == "1"
 
 
-def test_a_run_sets_up_the_devices():
+def test_a_run_sets_up_the_devices(jax_cache_env):
     """mcflops.run calls setup() before its first JAX computation."""
     got = _python("""
         import jax, mcflops
         mcflops.run({"name": "s", "hardware": {"accelerator": "h100-sxm"},
                      "priors": {"params": 7e9, "tokens": 1e12, "mfu": {"beta": [0.3, 0.5]}}}, samples=1000)
         print(jax.device_count())
-    """, MCFLOPS_CPU_DEVICES="3")
+    """, MCFLOPS_CPU_DEVICES="3", **jax_cache_env)
     assert got == "3"
 
 
