@@ -14,11 +14,11 @@ from mcflops.output.drawer import start as start_drawer
 
 from mcflops.output.files import WRITTEN, Writer, label, replace_file, replace_text, swap
 from mcflops.output.folder import (ANALYSES, FIGURES_MISSING, NETCDF_MISSING, REPORT_FILES, REPORT_KEYS,
-                                   REPORT_MARKER, check_out, not_a_report, rerender_report, run_files,
+                                   REPORT_MARKER, check_out, draw_early, not_a_report, rerender_report, run_files,
                                    write_analysis, write_compare, write_fit, write_outputs, write_run)
 from mcflops.output.lock import FolderBusy, acquire, holding, release
 
 __all__ = ["ANALYSES", "Drawer", "start_drawer", "acquire", "release", "FIGURES_MISSING", "FolderBusy", "NETCDF_MISSING", "REPORT_FILES", "REPORT_KEYS",
-           "REPORT_MARKER", "WRITTEN", "Writer", "check_out", "holding", "label", "not_a_report", "replace_file",
+           "REPORT_MARKER", "WRITTEN", "Writer", "check_out", "draw_early", "holding", "label", "not_a_report", "replace_file",
            "replace_text", "rerender_report", "run_files", "swap", "write_analysis", "write_compare", "write_fit", "write_outputs",
            "write_run"]
