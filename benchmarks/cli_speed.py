@@ -15,11 +15,12 @@ Commands (targets on the 2-core reference machine in benchmarks/RESULTS.md):
 Each command runs ``--repeats`` times in a fresh process; the runs of every command are
 interleaved round by round, so that a busy neighbour slows all of them alike. The reference is the
 start-up of ``python -c "import numpy"`` measured in the same rounds: on a shared machine the
-ratio to it moves less than the seconds do. Reported: median and minimum seconds, the median
-ratio to the reference, and the median CPU seconds (user + system, the drawing process included). "warm" means the caches of one folder (``MCFLOPS_JAX_CACHE``: JAX's compilation
-cache, the compiled programs of ``engine.program`` and the host results of ``priors.memo``) were filled by
-the untimed runs first (the cold `run`, then a `sample`); "cold" is that first `run`, with the folder
-empty. The folder is a fresh temporary one, so the user's own caches are left alone.
+ratio to it moves less than the seconds do. Reported: median and minimum seconds, the median ratio to
+the reference, and the median CPU seconds (user + system, the drawing process included: less sensitive
+to the load than the seconds; ``--json`` also lists every run's). "warm" means the caches of one folder
+(``MCFLOPS_JAX_CACHE``: JAX's compilation cache, the compiled programs of ``engine.program`` and the
+host results of ``priors.memo``) were filled by the untimed runs first (the cold `run`, then a
+`sample`); "cold" is that first `run`, with the folder empty. The folder is a fresh temporary one, so the user's own caches are left alone.
 
 ``--tree DIR`` (repeatable) times the same commands of other source trees (e.g. a ``git archive`` of an
 earlier commit) in the same rounds, each imported through ``PYTHONPATH`` with its own cache folder: an
@@ -130,7 +131,7 @@ def main(argv=None) -> int:
         med = statistics.median(ts)
         cpu = statistics.median(CPU.get(name) or [float("nan")])
         result[name] = {"median_s": med, "min_s": min(ts), "ratio_to_reference": med / ref, "n": len(ts),
-                        "cpu_s": cpu}
+                        "cpu_s": cpu, "runs_s": ts, "cpu_runs_s": CPU.get(name, [])}
         print(f"{name:48s} {med:9.2f} {min(ts):7.2f} {med / ref:12.1f} {cpu:7.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")

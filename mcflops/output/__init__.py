@@ -6,7 +6,8 @@ shipped calibration fit and a re-rendered report.
 - :mod:`.lock`: one writer per folder, leftovers of dead writers removed
 - :mod:`.folder`: what a run folder holds and which folders may be replaced
 - :mod:`.figures`: which figures each output gets (drawn by plots/)
-- :mod:`.drawer`: a second process that draws a run folder's figures beside this one (``start_drawer``)
+- :mod:`.drawer`: a second process that draws a run folder's figures beside this one (``start_drawer``; ``draw_early``
+  hands it the posterior's while the sensitivity analysis runs)
 """
 
 from mcflops.output.drawer import Drawer

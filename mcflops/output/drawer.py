@@ -31,9 +31,10 @@ from typing import Callable, Iterable
 Job = tuple[str, Callable[[Path], object], "str | None"]  # file name, Draw, the spec hash its PNG records
 WAIT_S = 600.0  # a figure not drawn there by then is drawn here
 DEPTH = 2  # figures handed over and not yet drawn there: one drawing, one waiting, none idle between
-# This process draws too when this many figures are not yet drawn there: importing matplotlib here costs
-# about as much as drawing three figures, so it pays only when the other process is that far behind.
-BEHIND = 4
+# This process draws too when this many figures are not yet drawn there once its own files are written:
+# importing matplotlib here costs about as much as drawing four figures, so drawing k of W here ends at
+# import + k against W - k there, which is sooner only when W is well above four.
+BEHIND = 6
 
 
 class Drawer:
