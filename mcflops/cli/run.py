@@ -19,11 +19,14 @@ from mcflops.spec import INPUTS, load_spec
 def command(args) -> int:
     # the figures' process imports matplotlib while this one loads the file, imports JAX and samples
     drawer = output.start_drawer() if args.command == "run" and not distributed() else None
+    done = False
     try:
-        return _command(args, drawer)
+        rc = _command(args, drawer)
+        done = True
+        return rc
     finally:
         if drawer is not None:
-            drawer.close()
+            drawer.close(kill=not done)  # stopped early: it may still have figures to draw, for nothing
 
 
 def _command(args, drawer) -> int:

@@ -12,7 +12,8 @@ is drawn here: the folder's content does not depend on it.
 
 The protocol on its standard streams: a job is a 4-byte big-endian length, then the pickle of
 (path, spec hash, Draw); the reply, in the jobs' order, is one line, ``ok`` or ``error <what>``. End of
-input ends it. It reads its input in a thread, so that handing it a figure never waits for the one it draws.
+input ends it, and it then removes the staging folder (its argument), whatever became of the other
+process. It reads its input in a thread, so that handing it a figure never waits for the one it draws.
 """
 
 from __future__ import annotations
@@ -232,7 +233,7 @@ def start() -> Drawer | None:
     except OSError:
         return None
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "mcflops.output.drawer"], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", "mcflops.output.drawer", str(staging)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
@@ -303,4 +304,6 @@ def serve(inp, out) -> None:
 
 if __name__ == "__main__":
     serve(sys.stdin.buffer, sys.stdout.buffer)
+    if len(sys.argv) > 1:  # its input ended: the other process has moved what it wanted, or is gone
+        shutil.rmtree(sys.argv[1], ignore_errors=True)
     os._exit(0)  # every reply is flushed; freeing matplotlib's objects would only delay the other process
