@@ -15,11 +15,12 @@ Commands (targets on the 2-core reference machine in benchmarks/RESULTS.md):
 Each command runs ``--repeats`` times in a fresh process; the runs of every command are
 interleaved round by round, so that a busy neighbour slows all of them alike. The reference is the
 start-up of ``python -c "import numpy"`` measured in the same rounds: on a shared machine the
-ratio to it moves less than the seconds do. Reported: median and minimum seconds, and the median
-ratio to the reference. "warm" means the caches of one folder (``MCFLOPS_JAX_CACHE``: JAX's compilation
-cache, the compiled programs of ``engine.program`` and the host results of ``priors.memo``) were filled by
-the untimed runs first (the cold `run`, then a `sample`); "cold" is that first `run`, with the folder
-empty. The folder is a fresh temporary one, so the user's own caches are left alone.
+ratio to it moves less than the seconds do. Reported: median and minimum seconds, the median ratio to
+the reference, and the median CPU seconds (user + system, the drawing process included: less sensitive
+to the load than the seconds; ``--json`` also lists every run's). "warm" means the caches of one folder
+(``MCFLOPS_JAX_CACHE``: JAX's compilation cache, the compiled programs of ``engine.program`` and the
+host results of ``priors.memo``) were filled by the untimed runs first (the cold `run`, then a
+`sample`); "cold" is that first `run`, with the folder empty. The folder is a fresh temporary one, so the user's own caches are left alone.
 
 ``--tree DIR`` (repeatable) times the same commands of other source trees (e.g. a ``git archive`` of an
 earlier commit) in the same rounds, each imported through ``PYTHONPATH`` with its own cache folder: an
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -56,12 +58,21 @@ def commands(out: str) -> dict[str, list[str]]:
     }
 
 
-def timed(cmd: list[str], env: dict, cwd: Path = ROOT) -> float:
+CPU: dict[str, list[float]] = {}  # command -> CPU seconds (user + system) of each timed run
+
+
+def timed(cmd: list[str], env: dict, cwd: Path = ROOT, name: str | None = None) -> float:
+    """Wall seconds of one run of ``cmd``; its CPU seconds (user + system, with the processes it started
+    and waited for, e.g. the drawing process) go to ``CPU[name]``: less sensitive to a busy neighbour."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, check=False)
     dt = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    if name is not None:
+        CPU.setdefault(name, []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return dt
 
 
@@ -102,23 +113,26 @@ def main(argv=None) -> int:
                     "trees": {tag or "this": str(root) for tag, root in trees.items()}}
     try:
         for i, (tag, root) in enumerate(trees.items()):  # cold: the first run with an empty cache; it warms it
-            cold = timed(_mcflops("run", PRIOR, "--quiet", "--out", os.path.join(tmp, f"cold-{i}")), envs[tag], root)
+            cold = timed(_mcflops("run", PRIOR, "--quiet", "--out", os.path.join(tmp, f"cold-{i}")), envs[tag], root,
+                         "run (cold)" + tag)
             if want_cold:
                 times["run (cold)" + tag] = [cold]
             timed(_mcflops("sample", PRIOR, "--quiet"), envs[tag], root)
         for _ in range(args.repeats):
             for name, (tag, cmd) in cmds.items():
-                times[name].append(timed(cmd, envs[tag], trees[tag]))
+                times[name].append(timed(cmd, envs[tag], trees[tag], name))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ref = statistics.median(next(v for k, v in times.items() if k.startswith("reference")))
     result["load_after"] = _load()
     print(f"# load average {result['load_before']} -> {result['load_after']}; {args.repeats} rounds")
-    print(f"{'command':48s} {'median s':>9s} {'min s':>7s} {'x reference':>12s}")
+    print(f"{'command':48s} {'median s':>9s} {'min s':>7s} {'x reference':>12s} {'CPU s':>7s}")
     for name, ts in times.items():
         med = statistics.median(ts)
-        result[name] = {"median_s": med, "min_s": min(ts), "ratio_to_reference": med / ref, "n": len(ts)}
-        print(f"{name:48s} {med:9.2f} {min(ts):7.2f} {med / ref:12.1f}")
+        cpu = statistics.median(CPU.get(name) or [float("nan")])
+        result[name] = {"median_s": med, "min_s": min(ts), "ratio_to_reference": med / ref, "n": len(ts),
+                        "cpu_s": cpu, "runs_s": ts, "cpu_runs_s": CPU.get(name, [])}
+        print(f"{name:48s} {med:9.2f} {min(ts):7.2f} {med / ref:12.1f} {cpu:7.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0

@@ -74,3 +74,33 @@ def test_figure_path_imports_no_jax():
     assert "mcflops.plots.posterior" in mods
     heavy = [m for m in _heavy(mods) if not m.startswith(("matplotlib", "rich"))]
     assert heavy == []
+
+
+def test_a_run_stages_its_arrays_without_compiling():
+    """Building a model and its likelihood from host values (samplers' tables, constants, the observations)
+    transfers them to the device without an XLA program each: a cold run compiled nine such programs. In a
+    fresh interpreter, with priors no run has used (their samplers are not memoised yet)."""
+    code = (
+        "import jax, logging, sys\n"
+        "jax.config.update('jax_log_compiles', True)\n"
+        "seen = []\n"
+        "class H(logging.Handler):\n"
+        "    def emit(self, r):\n"
+        "        m = r.getMessage()\n"
+        "        seen.append(m) if m.startswith('Compiling ') else None\n"
+        "logging.getLogger('jax').addHandler(H()); logging.getLogger('jax').setLevel(logging.WARNING)\n"
+        "from mcflops.spec import load_spec\n"
+        "from mcflops.model.compute import build_model\n"
+        "from mcflops import engine\n"
+        "spec = load_spec({'name': 'stage', 'hardware': {'accelerator': 'h100-sxm', 'count': 1000},\n"
+        "                  'priors': {'params': 7.1e9, 'tokens': {'lognormal': [1.1e12, 1.3e12]},\n"
+        "                             'mfu': {'beta': [0.31, 0.47]}, 'goodput': {'beta': [0.81, 0.93]}},\n"
+        "                  'observe': {'gpu_hours': {'value': 5.1e4, 'sigma': 0.1}}})\n"
+        "m = build_model(spec); lik = engine.build_likelihood(spec, m)\n"
+        "jax.block_until_ready([s.table for s in m.samplers])\n"
+        "print(len(seen), seen[:3])\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu", "MCFLOPS_NO_CACHE": "1"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=False,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[0] == "0", r.stdout

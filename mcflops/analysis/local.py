@@ -51,7 +51,7 @@ def tornado(model: Model, output: str = "gpu_hours", conditional: bool | None = 
     for j in range(len(names)):
         Z[:, 1 + 2 * j], Z[:, 2 + 2 * j] = -Z95 * S[:, j], Z95 * S[:, j]  # conditional medians: Sigma_oj z_j
     Z += np.float32(0.0)  # no negative zeros
-    z = {n: jnp.asarray(Z[i]) for i, n in enumerate(names)}
+    z = {n: jax.device_put(Z[i]) for i, n in enumerate(names)}
     v = jax.device_get(_evaluate(model, z)) if names else {output: np.zeros(1)}
     c = model.centers
     y = np.exp(c[output] + np.asarray(v[output], np.float64))
@@ -115,7 +115,7 @@ def sweep(key: jax.Array, model: Model, name: str, values, output: str = "gpu_ho
     with correlations the rest are drawn given the fixed value."""
     vals = np.asarray(values, np.float64)
     centred = np.log(vals) - model.centers[name]
-    cvals = jnp.asarray(centred, jnp.float32)
+    cvals = jax.device_put(np.asarray(centred, np.float32))
     if model.copula is None:
         q, lmean = jax.device_get(_sweep_call(key, model, cvals, name=name, output=output, size=n))
     else:

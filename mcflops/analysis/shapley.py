@@ -168,7 +168,7 @@ def shapley_sums(key: jax.Array, f: Callable, params: Any, names: tuple[str, ...
     d = len(names)
     if not 1 <= d <= MAX_INPUTS:
         raise ValueError(f"Shapley effects by exact enumeration need 1 to {MAX_INPUTS} inputs, got {d}")
-    st = {k: jnp.asarray(v) for k, v in structure(np.asarray(Sigma, np.float64)).items()}
+    st = {k: jax.device_put(v) for k, v in structure(np.asarray(Sigma, np.float64)).items()}
     size = min(size, max(1024, n))
     call = partial(_call, key, params, st, f=f, names=tuple(names), static=tuple(static), size=size)
     s, ss = engine.sum_blocks(call, n, size, blocks_per_call, progress)

@@ -19,11 +19,14 @@ from mcflops.spec import INPUTS, load_spec
 def command(args) -> int:
     # the figures' process imports matplotlib while this one loads the file, imports JAX and samples
     drawer = output.start_drawer() if args.command == "run" and not distributed() else None
+    done = False
     try:
-        return _command(args, drawer)
+        rc = _command(args, drawer)
+        done = True
+        return rc
     finally:
         if drawer is not None:
-            drawer.close()
+            drawer.close(kill=not done)  # stopped early: it may still have figures to draw, for nothing
 
 
 def _command(args, drawer) -> int:
@@ -35,21 +38,25 @@ def _command(args, drawer) -> int:
         setup_jax()
         from mcflops import api
 
+        # the posterior's figures go to the drawing process while the sensitivity analysis runs
+        early = (lambda partial: output.draw_early(drawer, partial)) if drawer is not None and primary() else None
         res = api.run(spec, samples=args.samples, seed=args.seed, progress=bar, phase=bar.phase,
                       posterior=args.command == "run", method=getattr(args, "method", "auto"),
-                      sensitivity=args.command == "run")
+                      sensitivity=args.command == "run", early=early)
         data = res.to_dict()
+        text: list[str] = []  # the tables, rendered while the other process draws
         if primary() and args.command == "run":
             bar.phase("plotting")  # the figures, then the report
             out = Path(args.out) if args.out else Path("reports") / spec.name
-            output.write_run(out, res, data, check=check_interrupt, drawer=drawer)
+            meanwhile = None if args.json else lambda: text.append(render_result(res, data))
+            output.write_run(out, res, data, check=check_interrupt, drawer=drawer, meanwhile=meanwhile)
             data["out"] = str(out)
     if not primary():
         return 0
     if args.json:
         print(json.dumps(data, indent=2))
     else:
-        print_result(res, data)
+        print_result(res, data, text[0] if text else None)
     return 0
 
 
@@ -59,11 +66,41 @@ def _f(x, spec: str) -> str:
     return format(x, spec) if isinstance(x, (int, float)) and not isinstance(x, bool) else "n/a"
 
 
-def print_result(res, data: dict[str, Any]) -> None:
+def _console():
     import os
     import sys
 
     from rich.console import Console
+
+    # a pipe gets wide lines unless COLUMNS says how wide (rich reads it)
+    return Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=120)
+
+
+def print_result(res, data: dict[str, Any], text: str | None = None) -> None:
+    """The run's tables on stdout (``text``: what ``render_result`` gave for them, when rendered before),
+    then the folder written, if any."""
+    con = _console()
+    con.file.write(render_result(res, data, con) if text is None else text)
+    con.file.flush()
+    if "out" in data:
+        from rich.markup import escape
+
+        con.print(f"\n[dim]wrote {escape(str(data['out']))}/[/dim]")
+
+
+def render_result(res, data: dict[str, Any], con=None) -> str:
+    """The text ``print_result`` prints before the folder's line, as the console (default: stdout's) would
+    show it: rendered apart from printing, so that `run` renders it while its figures are drawn."""
+    con = _console() if con is None else con
+    con.begin_capture()
+    try:
+        _show(con, res, data)
+    finally:
+        text = con.end_capture()
+    return text
+
+
+def _show(con, res, data: dict[str, Any]) -> None:
     from rich.markup import escape as _escape
 
     from mcflops.errors import one_line
@@ -71,8 +108,6 @@ def print_result(res, data: dict[str, Any]) -> None:
     def escape(text: str) -> str:  # user text: shown as text, never as markup or terminal control
         return _escape(one_line(text))
 
-    # a pipe gets wide lines unless COLUMNS says how wide (rich reads it)
-    con = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=120)
     spec = res.spec
     ch = data["chain"]
     checks = (data.get("posterior") or {}).get("checks") or {}
@@ -155,5 +190,3 @@ def print_result(res, data: dict[str, Any]) -> None:
     for note in data.get("notes", []):
         if note not in (data.get("plan") or {}).get("notes", ()):  # printed with the plan
             con.print(f"[yellow]note:[/yellow] {escape(note)}")
-    if "out" in data:
-        con.print(f"\n[dim]wrote {escape(str(data['out']))}/[/dim]")

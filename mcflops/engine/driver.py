@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from mcflops.engine.devices import mesh
@@ -120,7 +119,7 @@ def sum_blocks(call: Callable[[jax.Array, jax.Array], Mapping], n: int, size: in
     for start, count in starts:
         ids = np.arange(start, start + count, dtype=np.uint32)
         nv = np.minimum(n - ids.astype(np.int64) * size, size).astype(np.int32)
-        out = jax.device_get(call(jnp.asarray(ids), jnp.asarray(nv)))
+        out = jax.device_get(call(jax.device_put(ids), jax.device_put(nv)))  # no staging programs
         for j in range(len(ids)):
             bs, bss = np.asarray(out["s"][j], np.float64), np.asarray(out["ss"][j], np.float64)
             s, ss = (bs, bss) if s is None else (s + bs, ss + bss)
@@ -134,7 +133,7 @@ def _pass(p: Pass, lay: Layout, merge: _Merge, progress: Callable[[int, int], No
     (the next call is dispatched before the previous one is added)."""
     n = p.n
     ndev = jax.device_count()
-    lo32, inv32 = jnp.asarray(np.asarray(p.lo, np.float32)), jnp.asarray(np.asarray(p.inv, np.float32))
+    lo32, inv32 = jax.device_put(np.asarray(p.lo, np.float32)), jax.device_put(np.asarray(p.inv, np.float32))
     multi = jax.process_count() > 1
     if multi:
         from jax.experimental import multihost_utils

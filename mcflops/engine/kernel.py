@@ -95,7 +95,7 @@ def build_likelihood(spec: Spec, model: Model) -> Likelihood | None:
             t.append(math.log(o.value) - c)
             s.append(o.scale if o.noise == "lognormal" else o.value / o.scale)
             lo.append(0.0), hi.append(0.0)
-    f = lambda x: jnp.asarray(np.asarray(x, np.float32))
+    f = lambda x: jax.device_put(np.asarray(x, np.float32))  # no program per shape, as jnp.asarray
     return Likelihood(tuple(spec.observe), tuple(o.noise for o in spec.observe.values()), f(t), f(s), f(lo), f(hi))
 
 

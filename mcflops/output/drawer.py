@@ -1,14 +1,19 @@
 """A second process that draws a run folder's figures beside this one.
 
 `mcflops run` starts it first (``start``): while this process imports JAX and samples, it imports
-matplotlib and the plots/ modules (which import no JAX); then the two share the figures (``draw``): it
-takes them from the front of the list, one at a time, this process from the back, between writing its
-other files. Each figure is an output.figures.Draw (a plots/ function and its plain data), pickled down a
-pipe; the PNG bytes are the same whichever process draws them. Should the process fail to start, die, or
-a figure fail in it, that figure is drawn here: the folder's content does not depend on it.
+matplotlib and the plots/ modules (which import no JAX). Figures are handed to it as soon as their data
+exist: the posterior's while this process still computes the sensitivity analysis (``send``, through
+output.folder.draw_early), the others when the run folder is written (``draw``), where this process writes
+its other files meanwhile and draws from the back of the list only when the other is behind. Each figure
+is an output.figures.Draw (a plots/ function and its plain data), pickled down a pipe; the process draws it
+into a private staging folder, from which it is moved into the run folder: the PNG bytes are the same
+whichever process draws them. Should the process fail to start, die, or a figure fail in it, that figure
+is drawn here: the folder's content does not depend on it.
 
 The protocol on its standard streams: a job is a 4-byte big-endian length, then the pickle of
-(path, spec hash, Draw); the reply is one line, ``ok`` or ``error <what>``. End of input ends it.
+(path, spec hash, Draw); the reply, in the jobs' order, is one line, ``ok`` or ``error <what>``. End of
+input ends it, and it then removes the staging folder (its argument), whatever became of the other
+process. It reads its input in a thread, so that handing it a figure never waits for the one it draws.
 """
 
 from __future__ import annotations
@@ -16,98 +21,198 @@ from __future__ import annotations
 import os
 import pickle
 import select
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
 Job = tuple[str, Callable[[Path], object], "str | None"]  # file name, Draw, the spec hash its PNG records
 WAIT_S = 600.0  # a figure not drawn there by then is drawn here
+DEPTH = 2  # figures handed over and not yet drawn there: one drawing, one waiting, none idle between
+# This process draws too when this many figures are not yet drawn there once its own files are written:
+# importing matplotlib here costs about as much as drawing four figures, so drawing k of W here ends at
+# import + k against W - k there, which is sooner only when W is well above four.
+BEHIND = 6
 
 
 class Drawer:
-    """The drawing process (``start``): ``draw`` shares figures with it; ``close`` ends it."""
+    """The drawing process (``start``): ``send`` hands it a figure, ``draw`` shares figures with it and puts
+    every one in the folder; ``close`` ends it."""
 
-    def __init__(self, proc: subprocess.Popen):
+    def __init__(self, proc: subprocess.Popen, staging: Path):
         self.proc = proc
+        self.staging = staging  # where it draws; this process moves the files into the run folder
+        self.pending: list[int] = []  # jobs handed over whose replies are awaited, in order
+        self.drawn: set[int] = set()  # jobs drawn there (in ``staging``), not yet moved
+        self.failed: list[int] = []  # jobs handed over and not drawn there
+        self._sent: dict[int, Job] = {}  # every job handed over, to draw here should it fail there
+        self._named: dict[str, int] = {}  # file name -> the last job handed over for it
+        self._buf = b""
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def staged(self, job: int) -> Path:
+        """Where job ``job`` is drawn: a name of its own, so that a figure handed over again (another
+        result's) never meets the earlier one's file."""
+        return self.staging / f"{job}-{self._sent[job][0]}"
+
     def send(self, path: Path, spec_hash: str | None, fig) -> bool:
-        """Hand one figure over; False (and the process ended) when it cannot take it."""
+        """Hand one figure over (drawn there, to be ``path.name`` in the folder); False (and the process
+        ended) when it cannot take it."""
+        if not self.alive():
+            return False
+        job = len(self._sent)
+        self._sent[job] = (path.name, fig, spec_hash)
         try:
-            blob = pickle.dumps((str(path), spec_hash, fig), protocol=pickle.HIGHEST_PROTOCOL)
+            blob = pickle.dumps((str(self.staged(job)), spec_hash, fig), protocol=pickle.HIGHEST_PROTOCOL)
             self.proc.stdin.write(struct.pack(">I", len(blob)) + blob)
             self.proc.stdin.flush()
-            return True
-        except (OSError, pickle.PicklingError, AttributeError, TypeError):
-            self.close(kill=True)
+        except (OSError, pickle.PicklingError, AttributeError, TypeError, ValueError):
+            del self._sent[job]
+            self._end(kill=True)
             return False
+        self.pending.append(job)
+        self._named[path.name] = job
+        return True
 
-    def ready(self, timeout: float | None) -> bool:
-        """Whether its reply to the figure handed over has come (waits up to ``timeout`` s; None: until it has)."""
-        return bool(select.select([self.proc.stdout], [], [], timeout)[0])
+    def poll(self, timeout: float | None = 0.0) -> None:
+        """Take in the replies that have come (waiting up to ``timeout`` s for one when none has): each moves
+        its figure to ``drawn`` or ``failed``. A process that ended, failed a figure or does not answer in
+        time is ended, and every figure it still had goes to ``failed`` (to be drawn here)."""
+        if not self.pending:
+            return
+        fd = self.proc.stdout.fileno()
+        try:
+            ready = select.select([fd], [], [], timeout)[0]
+            chunk = os.read(fd, 1 << 16) if ready else None
+        except (OSError, ValueError):
+            chunk = b""
+        if chunk is None:
+            if timeout:  # waited, and no answer
+                self._give_up()
+            return
+        if not chunk:  # the end of its output: it died
+            self._give_up()
+            return
+        self._buf += chunk
+        ok = True
+        while b"\n" in self._buf and self.pending:
+            line, self._buf = self._buf.split(b"\n", 1)
+            job = self.pending.pop(0)
+            if line.strip() == b"ok":
+                self.drawn.add(job)
+            else:
+                self.failed.append(job)
+                ok = False
+        if not ok:  # as the figures it still has may fail the same way
+            self._give_up()
 
-    def reply(self) -> bool:
-        """Its reply to the figure handed over: True when drawn, False (and the process ended) otherwise."""
-        line = self.proc.stdout.readline()
-        if line.strip() == b"ok":
-            return True
-        self.close(kill=True)
-        return False
+    def _give_up(self) -> None:
+        self._end(kill=True)
+        self.failed.extend(self.pending)
+        self.pending.clear()
 
     def draw(self, folder: Path, figures: Iterable[Job], before: Iterable[Callable[[], object]] = (),
              check: Callable[[], None] = lambda: None) -> None:
-        """Draw ``figures`` into ``folder``, shared with the process; ``before`` (this process's other
-        writers) run here once it has its first figure. ``check`` is called between the steps done here
-        (it raises to stop: the process is then ended, so that it writes nothing after)."""
+        """Put ``figures`` into ``folder``, drawn by the process where it can (those ``send`` handed over
+        already, the same Draw objects, included), here otherwise; ``before`` (this process's other writers)
+        run here meanwhile. ``check`` is called between the steps done here (it raises to stop: the process
+        is then ended, so that it writes nothing after)."""
         from mcflops.output.figures import Draw, draw
 
-        jobs = list(figures)
-        pending: Job | None = None
+        folder = Path(folder)
+        jobs: list[Job] = []
+        mine: dict[str, int] = {}  # file name -> the job handed over for this very figure
+        for name, fig, spec_hash in figures:
+            job = self._named.get(name)
+            if job is not None and self._sent[job][1] is fig and job not in self.failed:
+                mine[name] = job
+            else:
+                jobs.append((name, fig, spec_hash))
+        before = list(before)
         done = False
         try:
-            while jobs or pending:
-                if pending is None and self.alive():
+            while True:
+                self.poll(0)
+                for job in [j for j in self.failed if j in mine.values()]:
+                    self.failed.remove(job)
+                    del mine[self._sent[job][0]]
+                    jobs.append(self._sent[job])  # not drawn there: drawn here
+                while jobs and len(self.pending) < DEPTH and self.alive():
                     i = next((k for k, (_, f, _h) in enumerate(jobs) if isinstance(f, Draw)), None)
-                    if i is not None and self.send(Path(folder) / jobs[i][0], jobs[i][2], jobs[i][1]):
-                        pending = jobs.pop(i)
-                for write in before:
+                    if i is None or not self.send(folder / jobs[i][0], jobs[i][2], jobs[i][1]):
+                        break
+                    mine[jobs[i][0]] = self._named[jobs[i][0]]
+                    jobs.pop(i)
+                if before:
                     check()
-                    write()
-                before = ()
-                if pending is not None and (self.ready(0) or not jobs):
-                    if not (jobs or self.ready(WAIT_S)) or not self.reply():
-                        self.close(kill=True)
-                        jobs.append(pending)  # not drawn there: drawn here
-                    pending = None
+                    before.pop(0)()
                     continue
-                if jobs:
+                waiting = [j for j in self.pending if j in mine.values()]
+                if jobs and (not self.alive() or not waiting or self._here(len(jobs))):
                     check()
                     name, fig, spec_hash = jobs.pop()
                     draw(folder, {name: fig}, spec_hash)
+                    continue
+                if waiting:
+                    self.poll(WAIT_S)
+                    continue
+                if not jobs:
+                    break
+            check()
+            for name, job in mine.items():
+                _move(self.staged(job), folder / name)
+                self.drawn.discard(job)
             done = True
         finally:
             if not done:
-                self.close(kill=True)
+                self._end(kill=True)
+
+    def _here(self, waiting: int) -> bool:
+        """Whether this process should draw one of the ``waiting`` figures not yet handed over."""
+        if "mcflops.plots.style" in sys.modules:  # matplotlib is here already: drawing costs only the figure
+            return True
+        return waiting + len(self.pending) >= BEHIND
 
     def close(self, kill: bool = False) -> None:
+        """End the process (``_end``) and remove its staging folder."""
+        self._end(kill)
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def _end(self, kill: bool = False) -> None:
         """End the process and wait for it: at once with ``kill`` (it may be drawing), else by closing its
-        input, which it reads to the end and leaves (without the interpreter's teardown: at once)."""
-        if kill:
-            self.proc.kill()
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            self.proc.kill()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
+        input, which it reads to the end and leaves (without the interpreter's teardown: at once). What it
+        drew stays in the staging folder."""
+        if self.proc.returncode is None:
+            if kill:
+                self.proc.kill()
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                self.proc.kill()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+def _move(src: Path, dst: Path) -> None:
+    """A figure drawn there into the run folder: renamed where both are on one file system, else copied
+    (a new file, with the mode the umask gives, as a figure drawn here)."""
+    try:
+        os.replace(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
 
 
 def start() -> Drawer | None:
@@ -124,11 +229,16 @@ def start() -> Drawer | None:
     root = str(Path(__file__).resolve().parent.parent.parent)  # the folder holding this mcflops package
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "mcflops.output.drawer"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
+        staging = Path(tempfile.mkdtemp(prefix="mcflops-figures-"))
     except OSError:
         return None
-    return Drawer(proc)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "mcflops.output.drawer", str(staging)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        return None
+    return Drawer(proc, staging)
 
 
 def spare_core() -> bool:
@@ -143,12 +253,32 @@ def spare_core() -> bool:
         return True
 
 
+def _read_jobs(inp, jobs) -> None:
+    """The drawing process's input, job by job, into the queue ``jobs``; None at its end."""
+    try:
+        while True:
+            head = inp.read(4)
+            if len(head) < 4:
+                break
+            (n,) = struct.unpack(">I", head)
+            blob = inp.read(n)
+            if len(blob) < n:
+                break
+            jobs.put(blob)
+    finally:
+        jobs.put(None)
+
+
 def serve(inp, out) -> None:
     """The drawing process: import what figures need, then draw each job read from ``inp`` until its end.
     Ctrl-C is left to the other process, which ends this one."""
+    import queue
     import signal
+    import threading
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    jobs: queue.SimpleQueue = queue.SimpleQueue()
+    threading.Thread(target=_read_jobs, args=(inp, jobs), daemon=True).start()
     import matplotlib.figure  # noqa: F401 - imported now, while the other process samples
     from matplotlib.backends import backend_agg  # noqa: F401
     from PIL import PngImagePlugin  # noqa: F401
@@ -159,12 +289,8 @@ def serve(inp, out) -> None:
     from mcflops.output.figures import draw
 
     while True:
-        head = inp.read(4)
-        if len(head) < 4:
-            return
-        (n,) = struct.unpack(">I", head)
-        blob = inp.read(n)
-        if len(blob) < n:
+        blob = jobs.get()
+        if blob is None:
             return
         try:
             path, spec_hash, fig = pickle.loads(blob)
@@ -178,4 +304,6 @@ def serve(inp, out) -> None:
 
 if __name__ == "__main__":
     serve(sys.stdin.buffer, sys.stdout.buffer)
+    if len(sys.argv) > 1:  # its input ended: the other process has moved what it wanted, or is gone
+        shutil.rmtree(sys.argv[1], ignore_errors=True)
     os._exit(0)  # every reply is flushed; freeing matplotlib's objects would only delay the other process

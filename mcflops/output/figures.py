@@ -44,12 +44,14 @@ RIDGE = "mfu_goodput_ridge.png"
 
 
 def can_draw() -> bool:
-    """Whether matplotlib is installed (the figures are optional: `pip install 'mcflops[full]'`)."""
+    """Whether matplotlib is installed (the figures are optional: `pip install 'mcflops[full]'`), found without
+    importing it: where a drawing process draws every figure, this one never needs it."""
+    import importlib.util
+
     try:
-        import matplotlib  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):  # a module "matplotlib" set to None, or without a spec
         return False
-    return True
 
 
 def draw(folder: Path, figures: Figures, spec_hash: str | None = None) -> list[str]:

@@ -16,12 +16,28 @@ def read_yaml(p: Path) -> Mapping:
     The file is composed into nodes first and every node is checked: a tag outside YAML's plain data
     types (``!!python/object``, ``!custom``) is refused, not constructed; so are self-referencing
     aliases and alias bombs. Duplicate keys are errors, not last-wins.
+
+    A text parsed before (the same bytes, by the same package and ruamel) is read back from the host
+    results (priors.memo, when the CLI has named its folder): ruamel's parser is most of a load. Only a
+    text that parses is kept, so a bad edit is parsed, and named with its line, as ever.
     """
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+    import hashlib
+
+    from ruamel.yaml import __version__ as ruamel_version
+
+    from mcflops.priors import memo
 
     ctx = str(p)
     text = read_text(p, ctx)
+    key = f"ruamel {ruamel_version} text {hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()}"
+    return memo.kept("spec.reader.parse", key, lambda: parse_yaml(text, ctx))
+
+
+def parse_yaml(text: str, ctx: str) -> Mapping:
+    """``read_yaml`` of a file's ``text`` (errors name ``ctx``)."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
     nesting(text, ctx)
     try:
         root = YAML(typ="rt", pure=True).compose(text)
