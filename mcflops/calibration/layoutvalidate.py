@@ -21,7 +21,8 @@ import numpy as np
 
 from mcflops.calibration import layoutfit as lf
 from mcflops.calibration.layoutdata import LayoutRun, benchmark_rows, production_rows
-from mcflops.layout import OVERLAP_FLAGS, PARAMS, overlap_defaults
+from mcflops.calibration.layoutmix import unknown_flags
+from mcflops.layout import OVERLAP_FLAGS, PARAMS
 
 SCHEMA = "layout_fit_v1"
 EP_SOURCE = ("not fitted: no benchmark row is a mixture of experts, so the rows say nothing about ep_comm; the "
@@ -85,11 +86,9 @@ def layout_prior(run: LayoutRun, fit_json: Mapping[str, Any], arch: Mapping | No
     shape, _ = lf.shape_of(run, arch)
     lo, _ = lf.layout_of(run, shape, layout)
     lay = {k: getattr(lo, k) for k in LAYOUT_KEYS}
-    # an overlap flag neither the row's source nor the overrides state is unknown: the prior mixes both settings
-    # (the fit keeps Megatron-Core's defaults for such rows; FSDP's data-parallel two stay on, by its design)
-    by_design = overlap_defaults(bool(run.layout.get("fsdp")))
-    lay.update({k: "unknown" for k in OVERLAP_FLAGS
-                if run.layout.get(k) is None and k not in (layout or {}) and not by_design[k]})
+    # an overlap flag neither the row's source nor the overrides state is unknown: the prior mixes both settings,
+    # as the fit does (layoutmix; FSDP's data-parallel two stay on, by its design)
+    lay.update({k: "unknown" for k in unknown_flags(run.layout, layout)})
     doc = {"name": run.id, "description": run.model, "seed": 0, "samples": 1000,
            "hardware": {"accelerator": run.accelerator, "precision": run.precision or "bf16", "count": run.count},
            "flops": "architecture",
