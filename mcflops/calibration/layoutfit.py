@@ -19,7 +19,8 @@ experts, so its starting prior ships unchanged. FP8 rows are their own family (u
 different quantity); no TPU row is a benchmark, so a TPU gets the population draw.
 
 Fields the sources leave out take the value :func:`layout_of` states (and raise the row's noise):
-micro-batch 1, the least recompute whose activations fit (none, selective, full: :func:`mcflops.layout.memory`), 1F1B (interleaved with 2 virtual stages where only "interleaved" is said),
+micro-batch 1, each recompute whose activations fit (none, selective, full: :func:`mcflops.layout.memory`), mixed
+with equal weight like an unknown flag (:func:`recompute_modes`; the least of them in :attr:`Row.terms`), 1F1B (interleaved with 2 virtual stages where only "interleaved" is said),
 ZeRO 3 under FSDP else 1, sequence parallelism on, an unknown MLP width 4 d_model, heads d_model / 128,
 vocabulary 51,200 (Megatron's GPT default), sequence 8,192 (torchtitan's Llama 3 configs); Megatron-Core's
 strong-scaling rows print no layout and take the weak-scaling 177B row's (tp 8, pp 6). An unstated overlap flag
@@ -93,7 +94,8 @@ class Row:
     imputed: tuple[str, ...]
     noise: float
     unknown: tuple[str, ...] = ()  # overlap flags the source leaves out
-    mix: tuple[Terms, ...] = ()  # the terms at each setting of ``unknown`` (layoutmix.settings' order), equal weight
+    mix: tuple[Terms, ...] = ()  # the terms at each mode x setting of ``unknown`` (layoutmix.settings), equal weight
+    modes: tuple[str, ...] = ("none",)  # the recompute modes mixed (the stated one, or every one that fits)
 
 
 def shape_of(run: LayoutRun, overrides: Mapping[str, Any] | None = None) -> tuple[Shape, tuple[str, ...]]:
@@ -137,12 +139,25 @@ def layout_of(run: LayoutRun, shape: Shape, overrides: Mapping[str, Any] | None 
                  **flags,
                  **bw)
     if lay["recompute"] is None:  # the least recompute whose activations fit the accelerator's memory
-        cap = run.memory_gb or acc.memory_gb
-        for mode in RECOMPUTE_ORDER:
-            out = dataclasses.replace(out, recompute=mode)
-            if memory(out, shape, arch_counts(shape), cap, float(run.count)).headroom >= 0:
-                break
+        out = dataclasses.replace(out, recompute=fitting_modes(run, shape, out)[0])
     return out, tuple(imp)
+
+
+def fitting_modes(run: LayoutRun, shape: Shape, lo: Layout) -> tuple[str, ...]:
+    """The recompute modes whose activations fit the accelerator's memory with ``lo`` (none, selective, full in
+    that order; full alone where none fits)."""
+    cap = run.memory_gb or catalogue.get(run.accelerator).memory_gb
+    fit = tuple(m for m in RECOMPUTE_ORDER
+                if memory(dataclasses.replace(lo, recompute=m), shape, arch_counts(shape), cap, float(run.count)).headroom >= 0)
+    return fit or ("full",)
+
+
+def recompute_modes(run: LayoutRun, shape: Shape, lo: Layout, overrides: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The row's recompute: the one its source (or ``overrides``) states, else every mode that fits, mixed with
+    equal weight as an unknown overlap flag is (layoutmix)."""
+    if run.layout["recompute"] is not None or (overrides or {}).get("recompute") is not None:
+        return (lo.recompute,)
+    return fitting_modes(run, shape, lo)
 
 
 def per_token(convention: str, shape: Shape, n: float, recompute: str) -> float:
@@ -178,9 +193,13 @@ def prepare(run: LayoutRun, arch: Mapping[str, Any] | None = None, layout: Mappi
     acc = catalogue.get(run.accelerator)
     peak = acc.peak(run.precision or "bf16")
     unknown = unknown_flags(run.layout, layout)
-    mix = components(lambda lay: terms(lay, shape, c, peak, float(run.count)), lo, unknown)
+    modes = recompute_modes(run, shape, lo, layout)
+    mix = tuple(t for mode in modes for t in components(lambda lay: terms(lay, shape, c, peak, float(run.count)),
+                                                        dataclasses.replace(lo, recompute=mode), unknown))
     tm = mix[0]
     m = run.measured
+    if len(modes) > 1 and m["mfu"] is not None and m["convention"] == "hfu":
+        raise ValueError(f"{run.id}: an HFU figure needs its recompute stated (the conversion depends on it)")
     n = run.params["active"]
     if m["mfu"] is not None:
         conv, published = m["convention"], m["mfu"]
@@ -194,7 +213,7 @@ def prepare(run: LayoutRun, arch: Mapping[str, Any] | None = None, layout: Mappi
     if conv == "unstated":
         noise *= IMPUTED_NOISE
     return Row(run.id, run.series, stack(run), family(run), run.kind, tm, float(y), published, conv, float(ratio),
-               imputed, noise, unknown, mix)
+               imputed, noise, unknown, mix, modes)
 
 
 def rows(runs: Sequence[LayoutRun] | None = None) -> list[Row]:
@@ -291,7 +310,7 @@ def row_draws(f: Fit, r: Row) -> np.ndarray:
     strag = 1 + np.exp(s["mu_log_straggler_cv"]) * r.terms.straggler_scale
     per = [1 / step_over_t0(np, {k: v[0, c] if v.ndim == 2 else v[0] for k, v in a.items()}, eta, x_tp, x_dp) / strag
            for c in range(len(r.mix))]
-    return draw_components(per, r.unknown)
+    return draw_components(per, r.unknown, len(r.modes))
 
 
 def predictive(f: Fit, fam: str | None, seed: int = 0) -> dict[str, np.ndarray]:

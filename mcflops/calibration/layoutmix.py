@@ -1,12 +1,14 @@
-"""The layout fit's rows as arrays, with an axis over the settings of the overlap flags a row's source leaves out.
+"""The layout fit's rows as arrays, with an axis over the settings a row's source leaves out: overlap flags and
+the recompute mode.
 
 An overlap flag (``overlap_grad_reduce``, ``overlap_param_gather``, ``tp_comm_overlap``) that a benchmark row's
 source does not state is unknown, as it is in a prior file (:mod:`mcflops.spec.layoutspec`) and in the held-out
 validation: each of its two settings is taken with weight 1/2, independently, so a row with u unknown flags is
 the equal-weight mixture of its 2^u layouts (the 1/2 is a prior choice, no setting favoured, not a measurement).
 Under FSDP the two data-parallel flags are on by its design (Zhao et al. 2023, "PyTorch FSDP", Sec. 3.3) and
-not unknown. The flags change only the overlap windows (:func:`mcflops.layout.terms`), so every other term is
-one per row.
+not unknown. A recompute the source does not state is unknown the same way: each mode whose activations fit the
+accelerator's memory (:func:`mcflops.calibration.layoutfit.recompute_modes`) with equal weight, so a row has
+modes x 2^u components, each with its own terms (:func:`mcflops.layout.terms`).
 
 A row's likelihood is then the mixture of its components' (:data:`mcflops.calibration.layoutfit.DF`-Student-t)
 densities, log sum_c w_c p_c(y), computed as a log-sum-exp over an axis of configurations (shape rows x K, K the
@@ -41,23 +43,24 @@ def settings(unknown: Sequence[str]) -> list[dict[str, bool]]:
     return [{k: bool(c >> j & 1) for j, k in enumerate(unknown)} for c in range(1 << len(unknown))]
 
 
-def setting_index(unknown: Sequence[str], n: int) -> np.ndarray:
-    """n draws of a setting of the ``unknown`` flags (each on with probability 1/2), as indices into
-    :func:`settings`. Each flag's draws come from one fixed stream whatever the row, so two rows that leave the
-    same flag out get the same setting in each draw (two runs of one series share their software)."""
-    bits = np.random.default_rng(FLAG_SEED).random((n, len(OVERLAP_FLAGS))) < 0.5
-    out = np.zeros(n, np.int64)
+def setting_index(unknown: Sequence[str], n: int, modes: int = 1) -> np.ndarray:
+    """n draws of a component: a recompute mode of ``modes`` (each 1 / modes) and a setting of the ``unknown``
+    flags (each on with probability 1/2), as the index mode x 2^u + setting (:func:`settings`' order). Each flag's
+    and the mode's draws come from one fixed stream whatever the row, so two rows that leave the same fields out
+    get the same component in each draw (two runs of one series share their software)."""
+    u = np.random.default_rng(FLAG_SEED).random((n, len(OVERLAP_FLAGS) + 1))
+    out = np.minimum((u[:, -1] * modes).astype(np.int64), modes - 1) << len(unknown)
     for j, k in enumerate(unknown):
-        out |= bits[:, OVERLAP_FLAGS.index(k)].astype(np.int64) << j
+        out |= (u[:, OVERLAP_FLAGS.index(k)] < 0.5).astype(np.int64) << j
     return out
 
 
 @dataclass(frozen=True)
 class Data:
     """The rows as arrays for the model, with the family and stack names of their indices. Per row: ``fam``,
-    ``stack``, ``rho``, ``g``, ``busy``, ``beta``, ``S``, ``log_y``, ``noise`` and each class's time over T0
-    ``c_<class>`` (shape rows); per row and component: each class's window ``w_<class>``, whether it overlaps
-    ``o_<class>``, and the component's ``weight`` (shape rows x K; weights sum to 1 over K)."""
+    ``stack``, ``log_y``, ``noise`` (shape rows); per row and component (shape rows x K): ``rho``, ``g``, ``busy``,
+    ``beta``, ``S``, each class's time over T0 ``c_<class>``, its window ``w_<class>``, whether it overlaps
+    ``o_<class>``, and the component's ``weight`` (weights sum to 1 over K)."""
 
     families: tuple[str, ...]
     stacks: tuple[str, ...]
@@ -70,14 +73,14 @@ class Data:
         sts = tuple(stacks or sorted({r.stack for r in rs}))
         col = {
             "fam": [fams.index(r.family) for r in rs], "stack": [sts.index(r.stack) for r in rs],
-            "rho": [r.terms.rho for r in rs], "g": [r.terms.g for r in rs], "busy": [r.terms.busy for r in rs],
-            "beta": [r.terms.bubble for r in rs], "S": [r.terms.straggler_scale for r in rs],
             "log_y": [np.log(r.y) for r in rs], "noise": [r.noise for r in rs]}
         k_max = max(len(r.mix) for r in rs)
         padded = [list(r.mix) + [r.mix[0]] * (k_max - len(r.mix)) for r in rs]
         col["weight"] = [[1.0 / len(r.mix)] * len(r.mix) + [0.0] * (k_max - len(r.mix)) for r in rs]
+        for name, of in (("rho", "rho"), ("g", "g"), ("busy", "busy"), ("beta", "bubble"), ("S", "straggler_scale")):
+            col[name] = [[getattr(t, of) for t in mix] for mix in padded]
         for k in CLASSES:  # each class's time over T0, its window's share of compute, and whether it overlaps
-            col[f"c_{k}"] = [r.terms.comm[k] / r.terms.t0 for r in rs]
+            col[f"c_{k}"] = [[t.comm[k] / t.t0 for t in mix] for mix in padded]
             col[f"w_{k}"] = [[t.window.get(k, 0.0) for t in mix] for mix in padded]
             col[f"o_{k}"] = [[1.0 if k in t.window else 0.0 for t in mix] for mix in padded]
         arr = {k: np.asarray(v, np.int32 if k in ("fam", "stack") else np.float64) for k, v in col.items()}
@@ -129,13 +132,13 @@ def components(terms_of, lay, unknown: Sequence[str]) -> tuple:
     return tuple(terms_of(dataclasses.replace(lay, **s)) for s in settings(unknown))
 
 
-def draw_components(per_component: Sequence[np.ndarray], unknown: Sequence[str]) -> np.ndarray:
-    """Draws of a row's mixture from each component's draws (aligned): per draw, the component of a setting
-    drawn by :func:`setting_index`."""
+def draw_components(per_component: Sequence[np.ndarray], unknown: Sequence[str], modes: int = 1) -> np.ndarray:
+    """Draws of a row's mixture from each component's draws (aligned): per draw, the component drawn by
+    :func:`setting_index`."""
     if len(per_component) == 1:
         return per_component[0]
     stacked = np.stack(per_component)
-    idx = setting_index(unknown, stacked.shape[1])
+    idx = setting_index(unknown, stacked.shape[1], modes)
     return stacked[idx, np.arange(stacked.shape[1])]
 
 

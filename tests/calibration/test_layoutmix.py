@@ -13,7 +13,9 @@ from scipy import special, stats
 from mcflops.calibration import layoutfit as lf
 from mcflops.calibration.layoutdata import benchmark_rows
 from mcflops.calibration.layoutmix import Data, settings
-from mcflops.layout import OVERLAP_FLAGS, mfu
+from mcflops import hardware
+from mcflops.arch import counts
+from mcflops.layout import OVERLAP_FLAGS, memory, mfu
 
 PARAMS = {"mu_gemm": 0.3, "tau_family": 0.4, "tau_stack_gemm": 0.2, "mu_log_tp_comm": -0.3,
           "tau_stack_tp_comm": 0.5, "mu_log_dp_comm": 0.2, "tau_stack_dp_comm": 0.3,
@@ -21,15 +23,30 @@ PARAMS = {"mu_gemm": 0.3, "tau_family": 0.4, "tau_stack_gemm": 0.2, "mu_log_tp_c
 
 
 def _runs():
-    """One run of each kind: every flag stated (Megatron-Core 2024), all three unknown (vTrain), TP overlap only
-    (llm-foundry under FSDP, DP flags on by design), and a second vTrain run."""
+    """One run of each kind: the recompute and every flag stated or on by design (torchtitan under FSDP), all three flags and the
+    recompute unknown (vTrain), TP overlap only (llm-foundry under FSDP, DP flags on by design), and a second
+    vTrain run."""
     rs = benchmark_rows()
-    stated = next(r for r in rs if r.series.startswith("megatron-core-2024")
-                  and all(r.layout[k] is not None for k in OVERLAP_FLAGS))
+    stated = next(r for r in rs if r.layout["recompute"] is not None and r.layout["tp_comm_overlap"] is not None
+                  and (r.layout["fsdp"] or all(r.layout[k] is not None for k in OVERLAP_FLAGS)))
     vtrain = [r for r in rs if r.series.startswith("vtrain") and all(r.layout[k] is None for k in OVERLAP_FLAGS)
               and r.layout["tp"] > 1 and r.layout["dp"] > 1]  # every flag acts: eight distinct components
     foundry = next(r for r in rs if r.series.startswith("llm-foundry") and r.layout["fsdp"])
     return [stated, vtrain[0], foundry, vtrain[7]]
+
+
+def _modes(run):
+    """The recompute modes whose activations fit (every mode when the source is silent), from mcflops.layout.memory."""
+    if run.layout["recompute"] is not None:
+        return [run.layout["recompute"]]
+    out = []
+    for mode in ("none", "selective", "full"):
+        shape, _ = lf.shape_of(run)
+        lo, _ = lf.layout_of(run, shape, {"recompute": mode})
+        cap = run.memory_gb or hardware.get(run.accelerator).memory_gb
+        if memory(lo, shape, counts(shape), cap, float(run.count)).headroom >= 0:
+            out.append(mode)
+    return out or ["full"]
 
 
 def _params(d):
@@ -55,8 +72,8 @@ def _oracle_rows(runs, rows, d, p):
                  "ep_comm": np.array([1.0]), "straggler_cv": np.array([math.exp(p["mu_log_straggler_cv"])])}
         unknown = [k for k in OVERLAP_FLAGS if run.layout[k] is None and not (run.layout["fsdp"] and k != "tp_comm_overlap")]
         lps = []
-        for bits in itertools.product((False, True), repeat=len(unknown)):
-            one = lf.prepare(run, layout=dict(zip(unknown, bits)))
+        for mode, bits in itertools.product(_modes(run), itertools.product((False, True), repeat=len(unknown))):
+            one = lf.prepare(run, layout={**dict(zip(unknown, bits)), "recompute": mode})
             assert len(one.mix) == 1
             m = float(mfu(one.terms, draws)[0])
             lps.append(stats.t.logpdf(math.log(r.y), 4.0, loc=math.log(m), scale=float(p["sigma_obs"]) * r.noise))
@@ -67,12 +84,15 @@ def _oracle_rows(runs, rows, d, p):
 def test_rows_carry_their_unknown_flags():
     runs = _runs()
     rows = [lf.prepare(r) for r in runs]
-    assert [len(r.mix) for r in rows] == [1, 8, 2, 8]
+    assert [r.modes for r in rows] == [tuple(_modes(r)) for r in runs]
+    assert [len(r.mix) for r in rows] == [len(_modes(r)) * n for r, n in zip(runs, (1, 8, 2, 8))]
+    assert rows[1].modes == ("none", "selective", "full")  # a row that mixes every mode
     assert rows[1].unknown == OVERLAP_FLAGS and rows[2].unknown == ("tp_comm_overlap",)
     assert settings(("a", "b"))[0] == {"a": False, "b": False} and settings(("a", "b"))[1] == {"a": True, "b": False}
     d = Data.of(rows)
-    assert d.arrays["weight"].shape == (4, 8) and np.allclose(d.arrays["weight"].sum(axis=1), 1.0)
-    assert list(d.arrays["weight"][0]) == [1.0] + [0.0] * 7  # padding at weight 0
+    k = max(len(r.mix) for r in rows)
+    assert d.arrays["weight"].shape == (4, k) and np.allclose(d.arrays["weight"].sum(axis=1), 1.0)
+    assert list(d.arrays["weight"][0]) == [1.0] + [0.0] * (k - 1)  # padding at weight 0
 
 
 def test_log_likelihood_is_the_mixture_scipy_computes():
@@ -140,8 +160,8 @@ def test_row_draws_mix_the_settings_one_to_one():
         which = np.argmin(np.abs(got[:, None] - np.asarray(per)[None]), axis=1)
         assert np.allclose(got, np.asarray(per)[which], rtol=1e-12)
         share = np.bincount(which, minlength=len(per)) / n
-        if len(r.unknown) == 3:  # eight distinct components: each setting 1/8 of the draws, within 4.5 SE
-            assert len(set(np.round(per, 9))) == 8
+        if len(r.mix) == 24:  # 24 distinct components: each 1/24 of the draws, within 4.5 SE
+            assert len(set(np.round(per, 9))) == 24
             se = math.sqrt((1 / len(per)) * (1 - 1 / len(per)) / n)
             assert np.all(np.abs(share - 1 / len(per)) < 4.5 * se), share
     # two rows that leave the same flags out get the same setting in each draw (common random numbers)
