@@ -47,8 +47,8 @@ compute it hides behind, max(0, x C - w T_c), taken smooth so that the fit stays
   GEMMs that consume them (Wang et al. 2023, "Overlap Communication with Dependent Computation via
   Decomposition", ASPLOS; MegaScale Sec. 3.2): w = the whole compute. Only inside one NVLink domain: Transformer
   Engine's userbuffers, which Megatron-Core's ``tp_comm_overlap`` uses, need CUDA IPC / multicast handles over
-  NVLink (NVIDIA/TransformerEngine issue #1071, 2024: "only possible with single-node tensor-parallelism"; PR
-  #1470, 2025: multi-node NVLink), so past the domain the flag does nothing.
+  NVLink (GitHub NVIDIA/TransformerEngine#1071, 2024: "only possible with single-node tensor-parallelism";
+  NVIDIA/TransformerEngine#1470, 2025: multi-node NVLink), so past the domain the flag does nothing.
 At a fixed global batch, more data-parallel ranks means fewer micro-batches m each: the DP windows shrink with
 the step (both ~ 1/dp) while the collective's time does not, so the exposed share grows with dp.
 """

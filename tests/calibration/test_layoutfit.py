@@ -84,8 +84,7 @@ def _synthetic(seed=0):
 
 def test_fit_recovers_known_parameters():
     rows, truth = _synthetic()
-    # 150 + 150: at 100 + 100 the R-hat of the parameters the one family leaves to its prior (tau_family) is
-    # borderline (1.07-1.12 by seed)
+    # 150 + 150: at 100 + 100 the R-hat of what the one family leaves to its prior (tau_family) is borderline
     f = lf.fit(rows, seed=0, chains=2, warmup=150, draws=150, max_tree_depth=6)
     s = f.samples
     assert f.r_hat_max < 1.1
