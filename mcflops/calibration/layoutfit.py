@@ -11,18 +11,22 @@ family f and software stack k (non-centred, every effect partially pooled):
     MFU_i       = 1 / (tc (1 + beta) + X(x_tp, x_dp, tc)) / (1 + cv S),   tc = rho / (eta g busy)
     X           = sum over classes of x C / T0, or its exposed part past the overlap window w tc
                   (:func:`mcflops.layout.communication_time`; the row's overlap flags say which)
-    log y_i     ~ Student-t(4, log MFU_i, sigma_obs w_i)   (w_i = 1.5 where a layout field was imputed)
+    log y_i     ~ sum_c (1/2^u_i) Student-t(4, log MFU_ic, sigma_obs w_i)   (w_i = 1.5 where a layout field was
+                  imputed; c over the 2^u_i settings of the u_i overlap flags the row's source leaves out)
 
 (:mod:`mcflops.layout.model` for each term.) ``ep_comm`` does not enter: no benchmark row is a mixture of
 experts, so its starting prior ships unchanged. FP8 rows are their own family (utilisation of the FP8 peak is a
 different quantity); no TPU row is a benchmark, so a TPU gets the population draw.
 
 Fields the sources leave out take the value :func:`layout_of` states (and raise the row's noise):
-micro-batch 1, the least recompute whose activations fit (none, selective, full: :func:`mcflops.layout.memory`), 1F1B (interleaved with 2 virtual stages where only "interleaved" is said),
-ZeRO 3 under FSDP else 1, the overlap flags Megatron-Core's defaults (off) or on under FSDP
-(:func:`mcflops.layout.overlap_defaults`; not marginalised over, as the validation's prior is), sequence parallelism on, an unknown MLP width 4 d_model, heads d_model / 128,
+micro-batch 1, each recompute whose activations fit (none, selective, full: :func:`mcflops.layout.memory`), mixed
+with equal weight like an unknown flag (:func:`recompute_modes`; the least of them in :attr:`Row.terms`), 1F1B (interleaved with 2 virtual stages where only "interleaved" is said),
+ZeRO 3 under FSDP else 1, sequence parallelism on, an unknown MLP width 4 d_model, heads d_model / 128,
 vocabulary 51,200 (Megatron's GPT default), sequence 8,192 (torchtitan's Llama 3 configs); Megatron-Core's
-strong-scaling rows print no layout and take the weak-scaling 177B row's (tp 8, pp 6).
+strong-scaling rows print no layout and take the weak-scaling 177B row's (tp 8, pp 6). An unstated overlap flag
+is unknown, not imputed: the row's likelihood, and every prediction of it (:func:`row_draws`), is the equal-weight
+mixture over its settings, as a prior file's and the held-out validation's are (:mod:`mcflops.calibration.layoutmix`;
+the two data-parallel flags on under FSDP, by its design).
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ import numpy as np
 from mcflops import hardware as catalogue
 from mcflops.arch import Shape, counts as arch_counts
 from mcflops.calibration.layoutdata import LayoutRun, benchmark_rows
-from mcflops.layout import CLASS_PARAM, Layout, Terms, communication_time, memory, overlap_defaults, \
-    terms
+from mcflops.calibration.layoutmix import Data, components, draw_components, mfu_model, mixture, step_over_t0, \
+    unknown_flags
+from mcflops.layout import Layout, Terms, memory, overlap_defaults, terms
 
 FAMILIES = {"hopper": ("h100-sxm", "h100-pcie", "h800", "h200"), "a100": ("a100",),
             "tpu": ("tpu-v3", "tpu-v4", "tpu-v5p")}
@@ -48,7 +53,6 @@ STARTING_EP = (0.2, 1.5)  # ep_comm's starting prior (layout_fit.json before the
 # rate over the time taken (NCCL's bus bandwidth is 70-90% of the link's: x 1.1-1.4), below 1 for any overlap
 # the flags do not state (NCCL's own pipelining, PyTorch DDP's bucketed all-reduce)
 STARTING = {"gemm": (0.65, 0.1), "tp_comm": (0.2, 2.0), "dp_comm": (0.2, 2.0), "straggler_cv": (0.001, 0.02)}
-CLASSES = ("tp", "cp", "dp_fwd", "dp_bwd", "pp")  # no benchmark row has experts: ep stays out of the fit
 Z95 = 1.6448536269514722
 IMPUTED_NOISE = 1.5  # the noise of a row whose layout was partly imputed, relative to a fully stated one
 DF = 4.0
@@ -82,13 +86,16 @@ class Row:
     stack: str
     family: str
     kind: str
-    terms: Terms
+    terms: Terms  # the unknown overlap flags off (:attr:`mix`'s first)
     y: float  # measured MFU, true model FLOPs
     published: float | None  # the MFU as the source counts it
     convention: str  # the source's ("tokens_per_s" when derived from throughput)
     to_true: float  # F_true / F_convention per token (published x to_true = y)
     imputed: tuple[str, ...]
     noise: float
+    unknown: tuple[str, ...] = ()  # overlap flags the source leaves out
+    mix: tuple[Terms, ...] = ()  # the terms at each mode x setting of ``unknown`` (layoutmix.settings), equal weight
+    modes: tuple[str, ...] = ("none",)  # the recompute modes mixed (the stated one, or every one that fits)
 
 
 def shape_of(run: LayoutRun, overrides: Mapping[str, Any] | None = None) -> tuple[Shape, tuple[str, ...]]:
@@ -132,12 +139,25 @@ def layout_of(run: LayoutRun, shape: Shape, overrides: Mapping[str, Any] | None 
                  **flags,
                  **bw)
     if lay["recompute"] is None:  # the least recompute whose activations fit the accelerator's memory
-        cap = run.memory_gb or acc.memory_gb
-        for mode in RECOMPUTE_ORDER:
-            out = dataclasses.replace(out, recompute=mode)
-            if memory(out, shape, arch_counts(shape), cap, float(run.count)).headroom >= 0:
-                break
+        out = dataclasses.replace(out, recompute=fitting_modes(run, shape, out)[0])
     return out, tuple(imp)
+
+
+def fitting_modes(run: LayoutRun, shape: Shape, lo: Layout) -> tuple[str, ...]:
+    """The recompute modes whose activations fit the accelerator's memory with ``lo`` (none, selective, full in
+    that order; full alone where none fits)."""
+    cap = run.memory_gb or catalogue.get(run.accelerator).memory_gb
+    fit = tuple(m for m in RECOMPUTE_ORDER
+                if memory(dataclasses.replace(lo, recompute=m), shape, arch_counts(shape), cap, float(run.count)).headroom >= 0)
+    return fit or ("full",)
+
+
+def recompute_modes(run: LayoutRun, shape: Shape, lo: Layout, overrides: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The row's recompute: the one its source (or ``overrides``) states, else every mode that fits, mixed with
+    equal weight as an unknown overlap flag is (layoutmix)."""
+    if run.layout["recompute"] is not None or (overrides or {}).get("recompute") is not None:
+        return (lo.recompute,)
+    return fitting_modes(run, shape, lo)
 
 
 def per_token(convention: str, shape: Shape, n: float, recompute: str) -> float:
@@ -172,8 +192,14 @@ def prepare(run: LayoutRun, arch: Mapping[str, Any] | None = None, layout: Mappi
     c = arch_counts(shape)
     acc = catalogue.get(run.accelerator)
     peak = acc.peak(run.precision or "bf16")
-    tm = terms(lo, shape, c, peak, float(run.count))
+    unknown = unknown_flags(run.layout, layout)
+    modes = recompute_modes(run, shape, lo, layout)
+    mix = tuple(t for mode in modes for t in components(lambda lay: terms(lay, shape, c, peak, float(run.count)),
+                                                        dataclasses.replace(lo, recompute=mode), unknown))
+    tm = mix[0]
     m = run.measured
+    if len(modes) > 1 and m["mfu"] is not None and m["convention"] == "hfu":
+        raise ValueError(f"{run.id}: an HFU figure needs its recompute stated (the conversion depends on it)")
     n = run.params["active"]
     if m["mfu"] is not None:
         conv, published = m["convention"], m["mfu"]
@@ -187,61 +213,15 @@ def prepare(run: LayoutRun, arch: Mapping[str, Any] | None = None, layout: Mappi
     if conv == "unstated":
         noise *= IMPUTED_NOISE
     return Row(run.id, run.series, stack(run), family(run), run.kind, tm, float(y), published, conv, float(ratio),
-               imputed, noise)
+               imputed, noise, unknown, mix, modes)
 
 
 def rows(runs: Sequence[LayoutRun] | None = None) -> list[Row]:
     return [prepare(r) for r in (benchmark_rows() if runs is None else runs)]
 
 
-@dataclass(frozen=True)
-class Data:
-    """The rows as arrays for the model, with the family and stack names of their indices."""
-
-    families: tuple[str, ...]
-    stacks: tuple[str, ...]
-    arrays: Mapping[str, np.ndarray]
-
-    @staticmethod
-    def of(rs: Sequence[Row], families: Sequence[str] | None = None, stacks: Sequence[str] | None = None) -> Data:
-        fams = tuple(families or sorted({r.family for r in rs}))
-        sts = tuple(stacks or sorted({r.stack for r in rs}))
-        col = {
-            "fam": [fams.index(r.family) for r in rs], "stack": [sts.index(r.stack) for r in rs],
-            "rho": [r.terms.rho for r in rs], "g": [r.terms.g for r in rs], "busy": [r.terms.busy for r in rs],
-            "beta": [r.terms.bubble for r in rs], "S": [r.terms.straggler_scale for r in rs],
-            "log_y": [math.log(r.y) for r in rs], "noise": [r.noise for r in rs]}
-        for k in CLASSES:  # each class's time over T0, its window's share of compute, and whether it overlaps
-            col[f"c_{k}"] = [r.terms.comm[k] / r.terms.t0 for r in rs]
-            col[f"w_{k}"] = [r.terms.window.get(k, 0.0) for r in rs]
-            col[f"o_{k}"] = [1.0 if k in r.terms.window else 0.0 for r in rs]
-        arr = {k: np.asarray(v, np.int32 if k in ("fam", "stack") else np.float64) for k, v in col.items()}
-        return Data(fams, sts, arr)
-
-
 def _lognormal(lo: float, hi: float) -> tuple[float, float]:
     return 0.5 * (math.log(lo) + math.log(hi)), (math.log(hi) - math.log(lo)) / (2 * Z95)
-
-
-def step_over_t0(xp, a: Mapping[str, Any], eta, x_tp, x_dp):
-    """(T_c (1 + beta) + X) / T0 of each row (``xp``: numpy or jax.numpy): :func:`mcflops.layout.factors`'
-    arithmetic on the row arrays, the overlap flags choosing per row between the exposed and the whole time."""
-    tc = a["rho"] / (eta * a["g"] * a["busy"])
-    mult = {"tp_comm": x_tp, "dp_comm": x_dp}
-    x = 0.0
-    for k in CLASSES:
-        busy = mult[CLASS_PARAM[k]] * a[f"c_{k}"]
-        over = communication_time(xp, {k: a[f"c_{k}"]}, {k: a[f"w_{k}"]}, tc, {k: mult[CLASS_PARAM[k]]})
-        x = x + xp.where(a[f"o_{k}"] > 0, over, busy)
-    return tc * (1.0 + a["beta"]) + x
-
-
-def mfu_model(a: Mapping[str, Any], logit_eta, log_tp, log_dp, log_cv):
-    """The model MFU (true FLOPs) of each row from its constants, in jax.numpy (the formula above)."""
-    import jax.numpy as jnp
-
-    eta = 1.0 / (1.0 + jnp.exp(-logit_eta))
-    return 1.0 / step_over_t0(jnp, a, eta, jnp.exp(log_tp), jnp.exp(log_dp)) / (1.0 + jnp.exp(log_cv) * a["S"])
 
 
 def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True) -> None:
@@ -268,10 +248,10 @@ def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True) 
     logit_eta = mu_g + tau_f * z_f[fam] + tau_sg * z_sg[st]
     log_tp = hyper["tp_comm"][0] + hyper["tp_comm"][1] * hyper["tp_comm"][2][st]
     log_dp = hyper["dp_comm"][0] + hyper["dp_comm"][1] * hyper["dp_comm"][2][st]
-    m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv)
     import jax.numpy as jnp
 
-    numpyro.sample("obs", dist.StudentT(DF, jnp.log(m), sigma * a["noise"]), obs=a["log_y"] if observe else None)
+    m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv)  # rows x components: layoutmix
+    numpyro.sample("obs", mixture(jnp.log(m), sigma * a["noise"], a["weight"], DF), obs=a["log_y"] if observe else None)
 
 
 @dataclass(frozen=True)
@@ -315,7 +295,8 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
 
 
 def row_draws(f: Fit, r: Row) -> np.ndarray:
-    """Posterior draws of a row's model MFU (true FLOPs), its family and stack as fitted (new ones drawn)."""
+    """Posterior draws of a row's model MFU (true FLOPs), its family and stack as fitted (new ones drawn), its
+    unknown overlap flags drawn per draw as the fit mixes them (layoutmix.draw_components)."""
     s, rng = f.samples, np.random.default_rng(1)
     n = len(s["mu_gemm"])
     fz = s["z_family"][:, f.data.families.index(r.family)] if r.family in f.data.families else rng.standard_normal(n)
@@ -325,8 +306,11 @@ def row_draws(f: Fit, r: Row) -> np.ndarray:
     eta = 1 / (1 + np.exp(-logit))
     x_tp = np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * z["tp_comm"])
     x_dp = np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * z["dp_comm"])
-    a = {k: v[0] for k, v in Data.of([r]).arrays.items()}
-    return 1 / step_over_t0(np, a, eta, x_tp, x_dp) / (1 + np.exp(s["mu_log_straggler_cv"]) * r.terms.straggler_scale)
+    a = Data.of([r]).arrays
+    strag = 1 + np.exp(s["mu_log_straggler_cv"]) * r.terms.straggler_scale
+    per = [1 / step_over_t0(np, {k: v[0, c] if v.ndim == 2 else v[0] for k, v in a.items()}, eta, x_tp, x_dp) / strag
+           for c in range(len(r.mix))]
+    return draw_components(per, r.unknown, len(r.modes))
 
 
 def predictive(f: Fit, fam: str | None, seed: int = 0) -> dict[str, np.ndarray]:

@@ -6,7 +6,8 @@ family (``accelerator:``, GEMM efficiency only: the other parameters do not depe
 unseen one (``default:``), each parameter's marginal on its own. :func:`production` predicts each production
 row from those priors through the prior-file grammar (:func:`mcflops.spec.load_spec`, the layout and
 ``efficiency:`` given inline), in the row's own FLOP convention, a flag its source does not state
-``unknown`` (both settings mixed 1:1); :func:`trends` refits without the trend
+``unknown`` (both settings mixed 1:1) and a recompute it does not state each mode that fits (mixed 1:1, as the
+fit mixes them); :func:`trends` refits without the trend
 series and compares each measured ratio with the model's.
 """
 
@@ -21,7 +22,8 @@ import numpy as np
 
 from mcflops.calibration import layoutfit as lf
 from mcflops.calibration.layoutdata import LayoutRun, benchmark_rows, production_rows
-from mcflops.layout import OVERLAP_FLAGS, PARAMS, overlap_defaults
+from mcflops.calibration.layoutmix import draw_components, unknown_flags
+from mcflops.layout import OVERLAP_FLAGS, PARAMS
 
 SCHEMA = "layout_fit_v1"
 EP_SOURCE = ("not fitted: no benchmark row is a mixture of experts, so the rows say nothing about ep_comm; the "
@@ -85,11 +87,9 @@ def layout_prior(run: LayoutRun, fit_json: Mapping[str, Any], arch: Mapping | No
     shape, _ = lf.shape_of(run, arch)
     lo, _ = lf.layout_of(run, shape, layout)
     lay = {k: getattr(lo, k) for k in LAYOUT_KEYS}
-    # an overlap flag neither the row's source nor the overrides state is unknown: the prior mixes both settings
-    # (the fit keeps Megatron-Core's defaults for such rows; FSDP's data-parallel two stay on, by its design)
-    by_design = overlap_defaults(bool(run.layout.get("fsdp")))
-    lay.update({k: "unknown" for k in OVERLAP_FLAGS
-                if run.layout.get(k) is None and k not in (layout or {}) and not by_design[k]})
+    # an overlap flag neither the row's source nor the overrides state is unknown: the prior mixes both settings,
+    # as the fit does (layoutmix; FSDP's data-parallel two stay on, by its design)
+    lay.update({k: "unknown" for k in unknown_flags(run.layout, layout)})
     doc = {"name": run.id, "description": run.model, "seed": 0, "samples": 1000,
            "hardware": {"accelerator": run.accelerator, "precision": run.precision or "bf16", "count": run.count},
            "flops": "architecture",
@@ -107,15 +107,19 @@ def production(fit_json: Mapping[str, Any], runs: Sequence[LayoutRun] | None = N
     for run in production_rows() if runs is None else runs:
         arch, lay = PRODUCTION.get(run.series, ({}, {}))
         row = lf.prepare(run, arch, lay)
-        lp = layout_prior(run, fit_json, arch, lay)
-        m = lp.factor_draws()["mfu"] / row.to_true
+        shape, n = _n(run, arch)
+        # an unstated recompute: each mode that fits, mixed 1:1 per draw as the fit mixes it (layoutmix)
+        true = [layout_prior(run, fit_json, arch, {**lay, "recompute": mode}).factor_draws()["mfu"] for mode in row.modes]
+        m = draw_components([t / lf.to_true(row.convention, shape, n, mode) for t, mode in zip(true, row.modes)], (),
+                            len(row.modes))
+        true = draw_components(true, (), len(row.modes))
         q5, q50, q95 = (float(x) for x in np.quantile(m, [0.05, 0.5, 0.95]))
         pub = row.published
         out.append({"id": run.id, "accelerator": run.accelerator, "count": run.count, "convention": row.convention,
                     "published": pub, "p5": q5, "p50": q50, "p95": q95, "error": q50 / pub - 1.0,
                     "within_15pct": abs(q50 / pub - 1.0) <= 0.15, "covered_90": q5 <= pub <= q95,
-                    "imputed": list(row.imputed), "recompute": lp.layout.recompute,
-                    "p50_6nd": (float(np.median(lp.factor_draws()["mfu"])) / lf.to_true("6nd", *_n(run, arch), lp.layout.recompute)
+                    "imputed": list(row.imputed), "recompute": "/".join(row.modes),
+                    "p50_6nd": (float(np.median(true)) / lf.to_true("6nd", shape, n, row.modes[0])
                                 if row.convention == "unstated" else None),
                     "note": "unstated FLOP count: converted as palm" if row.convention == "unstated" else ""})
     return out

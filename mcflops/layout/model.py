@@ -45,7 +45,10 @@ compute it hides behind, max(0, x C - w T_c), taken smooth so that the fit stays
   all-gather, before the backward, shares the backward's window (FSDP's backward prefetch, Zhao et al. Sec. 3.3).
 - ``tp_comm_overlap``: the tensor-parallel all-gather / reduce-scatter split into chunks pipelined with the
   GEMMs that consume them (Wang et al. 2023, "Overlap Communication with Dependent Computation via
-  Decomposition", ASPLOS; MegaScale Sec. 3.2): w = the whole compute.
+  Decomposition", ASPLOS; MegaScale Sec. 3.2): w = the whole compute. Only inside one NVLink domain: Transformer
+  Engine's userbuffers, which Megatron-Core's ``tp_comm_overlap`` uses, need CUDA IPC / multicast handles over
+  NVLink (GitHub NVIDIA/TransformerEngine#1071, 2024: "only possible with single-node tensor-parallelism";
+  NVIDIA/TransformerEngine#1470, 2025: multi-node NVLink), so past the domain the flag does nothing.
 At a fixed global batch, more data-parallel ranks means fewer micro-batches m each: the DP windows shrink with
 the step (both ~ 1/dp) while the collective's time does not, so the exposed share grows with dp.
 """
@@ -203,8 +206,9 @@ def ring(k: float) -> float:
 def overlap_defaults(fsdp: bool) -> dict[str, bool]:
     """Megatron-Core's defaults for the overlap flags (all off), or the data-parallel two on under PyTorch FSDP,
     whose prefetch and asynchronous reduce-scatter are part of its design (Zhao et al. 2023, Sec. 3.3);
-    tensor-parallel overlap is its own option everywhere (off). The fit gives these to a benchmark row that does
-    not state a flag; a prior file's unstated flag is unknown instead (mcflops.spec.layoutspec)."""
+    tensor-parallel overlap is its own option everywhere (off). A flag a prior file or a benchmark row does not
+    state is unknown instead (both settings mixed 1:1: mcflops.spec.layoutspec, mcflops.calibration.layoutmix),
+    except FSDP's two, on by design."""
     return {"overlap_grad_reduce": bool(fsdp), "overlap_param_gather": bool(fsdp), "tp_comm_overlap": False}
 
 
@@ -300,7 +304,7 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
     # 1 / (3 rho) of its hardware FLOPs (forward 1, backward 2, the recompute's forward counted in the backward)
     rho = recompute_ratio(lo.recompute, s, h)
     window = {}
-    if lo.tp_comm_overlap:
+    if lo.tp_comm_overlap and t <= dom:  # userbuffers need NVLink (module docstring)
         window["tp"] = 1.0
     if lo.overlap_param_gather and c_fwd > 0:
         window["dp_fwd"] = 1.0 / (3.0 * rho * m)

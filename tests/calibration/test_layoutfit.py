@@ -63,7 +63,9 @@ def test_rows_convert_each_convention():
 
 def _synthetic(seed=0):
     """Rows with the terms of real A100 rows (vTrain and MegaScale: varied TP, DP and bubbles), two stacks, MFU
-    simulated through mcflops.layout.mfu from known parameters, Student-t(4) noise."""
+    simulated through mcflops.layout.mfu from known parameters, Student-t(4) noise. Every row's overlap flags and
+    recompute are known (its terms as stated, one component): the mixture over unknown ones is checked against
+    scipy in test_layoutmix; 40 rows in two short chains do not also recover which setting each row ran."""
     rng = np.random.default_rng(seed)
     real = [r for r in lf.rows(benchmark_rows()) if r.series.startswith(("vtrain", "megascale"))][::3][:40]
     truth = {"gemm": {"s0": 0.55, "s1": 0.70}, "tp_comm": {"s0": 0.5, "s1": 0.2}, "dp_comm": 0.1,
@@ -75,13 +77,15 @@ def _synthetic(seed=0):
              "dp_comm": np.array([truth["dp_comm"]]), "ep_comm": np.array([1.0]),
              "straggler_cv": np.array([truth["straggler_cv"]])}
         y = float(mfu(r.terms, d)[0]) * math.exp(truth["sigma"] * rng.standard_t(4))
-        rows.append(dataclasses.replace(r, stack=st, family="a100", y=y, noise=1.0))
+        rows.append(dataclasses.replace(r, stack=st, family="a100", y=y, noise=1.0, mix=(r.terms,), unknown=(),
+                                        modes=r.modes[:1]))
     return rows, truth
 
 
 def test_fit_recovers_known_parameters():
     rows, truth = _synthetic()
-    f = lf.fit(rows, seed=0, chains=2, warmup=100, draws=100, max_tree_depth=6)
+    # 150 + 150: at 100 + 100 the R-hat of what the one family leaves to its prior (tau_family) is borderline
+    f = lf.fit(rows, seed=0, chains=2, warmup=150, draws=150, max_tree_depth=6)
     s = f.samples
     assert f.r_hat_max < 1.1
     k = {st: f.data.stacks.index(st) for st in ("s0", "s1")}

@@ -65,6 +65,15 @@ def test_the_windows_are_one_micro_batchs_forward_and_backward():
     assert full.window == pytest.approx({"dp_fwd": 1 / (4 * m), "dp_bwd": 3 / (4 * m)})
 
 
+def test_tp_overlap_needs_one_nvlink_domain():
+    """Transformer Engine's userbuffers overlap TP only over NVLink: TP 16 on 8-GPU domains has no TP window."""
+    inside = _terms(tp_comm_overlap=True)
+    assert inside.window["tp"] == 1.0
+    past = terms(Layout(tp=16, pp=4, global_batch=1536, tp_comm_overlap=True, **NET), GPT175, counts(GPT175), 312e12, 1536)
+    off = terms(Layout(tp=16, pp=4, global_batch=1536, **NET), GPT175, counts(GPT175), 312e12, 1536)
+    assert "tp" not in past.window and past.comm == off.comm and past.window == off.window
+
+
 def test_zero_stages_move_the_volumes_rajbhandari_counts():
     """ZeRO-0 all-reduces the gradients (a ring); ZeRO-1 reduce-scatters them (half) and all-gathers the bf16
     weights (half); ZeRO-3 gathers the weights again for the backward: 1.5x the all-reduce at equal bytes."""

@@ -1,0 +1,146 @@
+"""The layout fit's rows as arrays, with an axis over the settings a row's source leaves out: overlap flags and
+the recompute mode.
+
+An overlap flag (``overlap_grad_reduce``, ``overlap_param_gather``, ``tp_comm_overlap``) that a benchmark row's
+source does not state is unknown, as it is in a prior file (:mod:`mcflops.spec.layoutspec`) and in the held-out
+validation: each of its two settings is taken with weight 1/2, independently, so a row with u unknown flags is
+the equal-weight mixture of its 2^u layouts (the 1/2 is a prior choice, no setting favoured, not a measurement).
+Under FSDP the two data-parallel flags are on by its design (Zhao et al. 2023, "PyTorch FSDP", Sec. 3.3) and
+not unknown. A recompute the source does not state is unknown the same way: each mode whose activations fit the
+accelerator's memory (:func:`mcflops.calibration.layoutfit.recompute_modes`) with equal weight, so a row has
+modes x 2^u components, each with its own terms (:func:`mcflops.layout.terms`).
+
+A row's likelihood is then the mixture of its components' (:data:`mcflops.calibration.layoutfit.DF`-Student-t)
+densities, log sum_c w_c p_c(y), computed as a log-sum-exp over an axis of configurations (shape rows x K, K the
+most components of any row); a row with fewer components is padded with copies of its first at weight 0. A flag
+that cannot act on a row (``tp_comm_overlap`` at tp 1, ``overlap_param_gather`` without ZeRO's gather) gives two
+equal components, i.e. the one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from mcflops.layout import CLASS_PARAM, OVERLAP_FLAGS, communication_time, overlap_defaults
+
+CLASSES = ("tp", "cp", "dp_fwd", "dp_bwd", "pp")  # no benchmark row has experts: ep stays out of the fit
+FLAG_SEED = 2  # the flags' draws in :func:`setting_index`, common to every row
+
+
+def unknown_flags(layout: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The overlap flags neither the row's ``layout`` (its source) nor ``overrides`` state, less FSDP's by-design
+    data-parallel two."""
+    by_design = overlap_defaults(bool(layout.get("fsdp")))
+    return tuple(k for k in OVERLAP_FLAGS
+                 if layout.get(k) is None and k not in (overrides or {}) and not by_design[k])
+
+
+def settings(unknown: Sequence[str]) -> list[dict[str, bool]]:
+    """Every setting of the ``unknown`` flags; setting c has flag j on where bit j of c is set (c = 0: all off)."""
+    return [{k: bool(c >> j & 1) for j, k in enumerate(unknown)} for c in range(1 << len(unknown))]
+
+
+def setting_index(unknown: Sequence[str], n: int, modes: int = 1) -> np.ndarray:
+    """n draws of a component: a recompute mode of ``modes`` (each 1 / modes) and a setting of the ``unknown``
+    flags (each on with probability 1/2), as the index mode x 2^u + setting (:func:`settings`' order). Each flag's
+    and the mode's draws come from one fixed stream whatever the row, so two rows that leave the same fields out
+    get the same component in each draw (two runs of one series share their software)."""
+    u = np.random.default_rng(FLAG_SEED).random((n, len(OVERLAP_FLAGS) + 1))
+    out = np.minimum((u[:, -1] * modes).astype(np.int64), modes - 1) << len(unknown)
+    for j, k in enumerate(unknown):
+        out |= (u[:, OVERLAP_FLAGS.index(k)] < 0.5).astype(np.int64) << j
+    return out
+
+
+@dataclass(frozen=True)
+class Data:
+    """The rows as arrays for the model, with the family and stack names of their indices. Per row: ``fam``,
+    ``stack``, ``log_y``, ``noise`` (shape rows); per row and component (shape rows x K): ``rho``, ``g``, ``busy``,
+    ``beta``, ``S``, each class's time over T0 ``c_<class>``, its window ``w_<class>``, whether it overlaps
+    ``o_<class>``, and the component's ``weight`` (weights sum to 1 over K)."""
+
+    families: tuple[str, ...]
+    stacks: tuple[str, ...]
+    arrays: Mapping[str, np.ndarray]
+
+    @staticmethod
+    def of(rs: Sequence[Any], families: Sequence[str] | None = None, stacks: Sequence[str] | None = None) -> Data:
+        """``rs``: :class:`mcflops.calibration.layoutfit.Row` (``terms``, ``mix``: the components' Terms)."""
+        fams = tuple(families or sorted({r.family for r in rs}))
+        sts = tuple(stacks or sorted({r.stack for r in rs}))
+        col = {
+            "fam": [fams.index(r.family) for r in rs], "stack": [sts.index(r.stack) for r in rs],
+            "log_y": [np.log(r.y) for r in rs], "noise": [r.noise for r in rs]}
+        k_max = max(len(r.mix) for r in rs)
+        padded = [list(r.mix) + [r.mix[0]] * (k_max - len(r.mix)) for r in rs]
+        col["weight"] = [[1.0 / len(r.mix)] * len(r.mix) + [0.0] * (k_max - len(r.mix)) for r in rs]
+        for name, of in (("rho", "rho"), ("g", "g"), ("busy", "busy"), ("beta", "bubble"), ("S", "straggler_scale")):
+            col[name] = [[getattr(t, of) for t in mix] for mix in padded]
+        for k in CLASSES:  # each class's time over T0, its window's share of compute, and whether it overlaps
+            col[f"c_{k}"] = [[t.comm[k] / t.t0 for t in mix] for mix in padded]
+            col[f"w_{k}"] = [[t.window.get(k, 0.0) for t in mix] for mix in padded]
+            col[f"o_{k}"] = [[1.0 if k in t.window else 0.0 for t in mix] for mix in padded]
+        arr = {k: np.asarray(v, np.int32 if k in ("fam", "stack") else np.float64) for k, v in col.items()}
+        return Data(fams, sts, arr)
+
+
+def step_over_t0(xp, a: Mapping[str, Any], eta, x_tp, x_dp):
+    """(T_c (1 + beta) + X) / T0 of each row and component (``xp``: numpy or jax.numpy): the arithmetic of
+    :func:`mcflops.layout.factors` on arrays that broadcast, the overlap flags choosing per element between the
+    exposed and the whole time."""
+    tc = a["rho"] / (eta * a["g"] * a["busy"])
+    mult = {"tp_comm": x_tp, "dp_comm": x_dp}
+    x = 0.0
+    for k in CLASSES:
+        busy = mult[CLASS_PARAM[k]] * a[f"c_{k}"]
+        over = communication_time(xp, {k: a[f"c_{k}"]}, {k: a[f"w_{k}"]}, tc, {k: mult[CLASS_PARAM[k]]})
+        x = x + xp.where(a[f"o_{k}"] > 0, over, busy)
+    return tc * (1.0 + a["beta"]) + x
+
+
+def by_component(a: Mapping[str, Any]) -> dict[str, Any]:
+    """The row arrays with a trailing axis of length 1 on the per-row ones, to broadcast against the components."""
+    return {k: v if v.ndim == 2 else v[:, None] for k, v in a.items()}
+
+
+def mfu_model(a: Mapping[str, Any], logit_eta, log_tp, log_dp, log_cv):
+    """The model MFU (true FLOPs) of each row and component (rows x K), in jax.numpy; the parameters per row."""
+    import jax.numpy as jnp
+
+    b = by_component(a)
+    eta = 1.0 / (1.0 + jnp.exp(-logit_eta))
+    step = step_over_t0(jnp, b, eta[:, None], jnp.exp(log_tp)[:, None], jnp.exp(log_dp)[:, None])
+    return 1.0 / step / (1.0 + jnp.exp(log_cv) * b["S"])
+
+
+def mixture(log_mfu, scale, weight, df: float):
+    """The observation's distribution: the components' Student-t(df) in log MFU (rows x K, scale rows) mixed by
+    ``weight`` (rows x K; 0 for padding); its log density is the log-sum-exp over the components."""
+    import numpyro.distributions as dist
+
+    return dist.MixtureSameFamily(dist.Categorical(probs=weight), dist.StudentT(df, log_mfu, scale[:, None]))
+
+
+def components(terms_of, lay, unknown: Sequence[str]) -> tuple:
+    """Each setting of the ``unknown`` flags (:func:`settings`' order) applied to ``lay`` (a Layout), through
+    ``terms_of(layout) -> Terms``."""
+    import dataclasses
+
+    return tuple(terms_of(dataclasses.replace(lay, **s)) for s in settings(unknown))
+
+
+def draw_components(per_component: Sequence[np.ndarray], unknown: Sequence[str], modes: int = 1) -> np.ndarray:
+    """Draws of a row's mixture from each component's draws (aligned): per draw, the component drawn by
+    :func:`setting_index`."""
+    if len(per_component) == 1:
+        return per_component[0]
+    stacked = np.stack(per_component)
+    idx = setting_index(unknown, stacked.shape[1], modes)
+    return stacked[idx, np.arange(stacked.shape[1])]
+
+
+__all__ = ["CLASSES", "Data", "by_component", "components", "draw_components", "mfu_model", "mixture", "setting_index",
+           "settings", "step_over_t0", "unknown_flags"]

@@ -1,0 +1,173 @@
+"""The layout fit's mixture over unknown overlap flags, against oracles outside the fit's code: the model's log
+density (NumPyro's log_density and log_likelihood) against scipy's Student-t density of each setting's MFU from
+mcflops.layout.mfu (the prior's NumPy path, not the fit's arrays), mixed 1:1 with scipy's logsumexp."""
+
+import dataclasses
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from mcflops.calibration import layoutfit as lf
+from mcflops.calibration.layoutdata import benchmark_rows
+from mcflops.calibration.layoutmix import Data, settings
+from mcflops import hardware
+from mcflops.arch import counts
+from mcflops.layout import OVERLAP_FLAGS, memory, mfu
+
+PARAMS = {"mu_gemm": 0.3, "tau_family": 0.4, "tau_stack_gemm": 0.2, "mu_log_tp_comm": -0.3,
+          "tau_stack_tp_comm": 0.5, "mu_log_dp_comm": 0.2, "tau_stack_dp_comm": 0.3,
+          "mu_log_straggler_cv": math.log(0.003), "sigma_obs": 0.12}
+
+
+def _runs():
+    """One run of each kind: the recompute and every flag stated or on by design (torchtitan under FSDP), all three flags and the
+    recompute unknown (vTrain), TP overlap only (llm-foundry under FSDP, DP flags on by design), and a second
+    vTrain run."""
+    rs = benchmark_rows()
+    stated = next(r for r in rs if r.layout["recompute"] is not None and r.layout["tp_comm_overlap"] is not None
+                  and (r.layout["fsdp"] or all(r.layout[k] is not None for k in OVERLAP_FLAGS)))
+    vtrain = [r for r in rs if r.series.startswith("vtrain") and all(r.layout[k] is None for k in OVERLAP_FLAGS)
+              and r.layout["tp"] > 1 and r.layout["dp"] > 1]  # every flag acts: eight distinct components
+    foundry = next(r for r in rs if r.series.startswith("llm-foundry") and r.layout["fsdp"])
+    return [stated, vtrain[0], foundry, vtrain[7]]
+
+
+def _modes(run):
+    """The recompute modes whose activations fit (every mode when the source is silent), from mcflops.layout.memory."""
+    if run.layout["recompute"] is not None:
+        return [run.layout["recompute"]]
+    out = []
+    for mode in ("none", "selective", "full"):
+        shape, _ = lf.shape_of(run)
+        lo, _ = lf.layout_of(run, shape, {"recompute": mode})
+        cap = run.memory_gb or hardware.get(run.accelerator).memory_gb
+        if memory(lo, shape, counts(shape), cap, float(run.count)).headroom >= 0:
+            out.append(mode)
+    return out or ["full"]
+
+
+def _params(d):
+    rng = np.random.default_rng(3)
+    p = {k: np.asarray(v) for k, v in PARAMS.items()}
+    for k in ("z_family",):
+        p[k] = rng.standard_normal(len(d.families))
+    for k in ("z_stack_gemm", "z_stack_tp_comm", "z_stack_dp_comm"):
+        p[k] = rng.standard_normal(len(d.stacks))
+    return p
+
+
+def _oracle_rows(runs, rows, d, p):
+    """Each row's log likelihood: log of the mean over the settings of its unknown flags of the Student-t(4) density
+    of log y at the log of mcflops.layout.mfu for that setting (the flags stated as overrides)."""
+    out = []
+    for run, r in zip(runs, rows):
+        f, s = d.families.index(r.family), d.stacks.index(r.stack)
+        logit = p["mu_gemm"] + p["tau_family"] * p["z_family"][f] + p["tau_stack_gemm"] * p["z_stack_gemm"][s]
+        draws = {"gemm": np.array([1 / (1 + math.exp(-logit))]),
+                 "tp_comm": np.array([math.exp(p["mu_log_tp_comm"] + p["tau_stack_tp_comm"] * p["z_stack_tp_comm"][s])]),
+                 "dp_comm": np.array([math.exp(p["mu_log_dp_comm"] + p["tau_stack_dp_comm"] * p["z_stack_dp_comm"][s])]),
+                 "ep_comm": np.array([1.0]), "straggler_cv": np.array([math.exp(p["mu_log_straggler_cv"])])}
+        unknown = [k for k in OVERLAP_FLAGS if run.layout[k] is None and not (run.layout["fsdp"] and k != "tp_comm_overlap")]
+        lps = []
+        for mode, bits in itertools.product(_modes(run), itertools.product((False, True), repeat=len(unknown))):
+            one = lf.prepare(run, layout={**dict(zip(unknown, bits)), "recompute": mode})
+            assert len(one.mix) == 1
+            m = float(mfu(one.terms, draws)[0])
+            lps.append(stats.t.logpdf(math.log(r.y), 4.0, loc=math.log(m), scale=float(p["sigma_obs"]) * r.noise))
+        out.append(float(special.logsumexp(lps) - math.log(len(lps))))
+    return np.asarray(out)
+
+
+def test_rows_carry_their_unknown_flags():
+    runs = _runs()
+    rows = [lf.prepare(r) for r in runs]
+    assert [r.modes for r in rows] == [tuple(_modes(r)) for r in runs]
+    assert [len(r.mix) for r in rows] == [len(_modes(r)) * n for r, n in zip(runs, (1, 8, 2, 8))]
+    assert rows[1].modes == ("none", "selective", "full")  # a row that mixes every mode
+    assert rows[1].unknown == OVERLAP_FLAGS and rows[2].unknown == ("tp_comm_overlap",)
+    assert settings(("a", "b"))[0] == {"a": False, "b": False} and settings(("a", "b"))[1] == {"a": True, "b": False}
+    d = Data.of(rows)
+    k = max(len(r.mix) for r in rows)
+    assert d.arrays["weight"].shape == (4, k) and np.allclose(d.arrays["weight"].sum(axis=1), 1.0)
+    assert list(d.arrays["weight"][0]) == [1.0] + [0.0] * (k - 1)  # padding at weight 0
+
+
+def test_log_likelihood_is_the_mixture_scipy_computes():
+    import jax
+    import jax.numpy as jnp
+    from numpyro.infer.util import log_likelihood
+
+    runs = _runs()
+    rows = [lf.prepare(r) for r in runs]
+    d = Data.of(rows)
+    p = _params(d)
+    with jax.enable_x64(True):  # in 64 bits for a tight comparison (the fit itself runs in 32)
+        a = {k: jnp.asarray(v) for k, v in d.arrays.items()}
+        ll = np.asarray(log_likelihood(lf.model, {k: jnp.asarray(v)[None] for k, v in p.items()}, a, len(d.families),
+                                       len(d.stacks))["obs"][0])
+    want = _oracle_rows(runs, rows, d, p)
+    np.testing.assert_allclose(ll, want, rtol=1e-9, atol=1e-9)
+    # the row with every flag stated: exactly the single component's density, no mixture
+    assert ll[0] == pytest.approx(want[0], rel=1e-12)
+
+
+def test_log_density_is_priors_plus_mixture():
+    import jax
+    import jax.numpy as jnp
+    from numpyro.infer.util import log_density
+
+    runs = _runs()
+    rows = [lf.prepare(r) for r in runs]
+    d = Data.of(rows)
+    p = _params(d)
+    with jax.enable_x64(True):
+        a = {k: jnp.asarray(v) for k, v in d.arrays.items()}
+        got, _ = log_density(lf.model, (a, len(d.families), len(d.stacks)), {},
+                             {k: jnp.asarray(v) for k, v in p.items()})
+    z95 = stats.norm.ppf(0.95)
+
+    def lognormal(lo, hi):
+        return 0.5 * math.log(lo * hi), math.log(hi / lo) / (2 * z95)
+
+    g0, gsd = lf.STARTING["gemm"]
+    prior = stats.norm.logpdf(p["mu_gemm"], math.log(g0 / (1 - g0)), 4 * gsd / (g0 * (1 - g0)))
+    prior += stats.halfnorm.logpdf(p["tau_family"], scale=0.5) + stats.halfnorm.logpdf(p["tau_stack_gemm"], scale=0.5)
+    for k in ("z_family", "z_stack_gemm", "z_stack_tp_comm", "z_stack_dp_comm"):
+        prior += stats.norm.logpdf(p[k]).sum()
+    for q in ("tp_comm", "dp_comm"):
+        prior += stats.norm.logpdf(p[f"mu_log_{q}"], *lognormal(*lf.STARTING[q]))
+        prior += stats.halfnorm.logpdf(p[f"tau_stack_{q}"], scale=0.7)
+    prior += stats.norm.logpdf(p["mu_log_straggler_cv"], *lognormal(*lf.STARTING["straggler_cv"]))
+    prior += stats.halfnorm.logpdf(p["sigma_obs"], scale=0.2)
+    assert float(got) == pytest.approx(prior + _oracle_rows(runs, rows, d, p).sum(), rel=1e-10)
+
+
+def test_row_draws_mix_the_settings_one_to_one():
+    runs = _runs()
+    rows = [lf.prepare(r) for r in runs]
+    d = Data.of(rows)
+    p = _params(d)
+    n = 4000
+    samples = {k: np.repeat(np.asarray(v)[None], n, axis=0) for k, v in p.items()}
+    f = lf.Fit(d, samples, 1.0, float(n), 0, 0.0, 1, n, {})
+    for r in rows:
+        got = lf.row_draws(f, r)
+        # each component's value at these parameters (one draw of each setting, the flags stated)
+        per = [float(lf.row_draws(f, dataclasses.replace(r, mix=(t,), unknown=()))[0]) for t in r.mix]
+        which = np.argmin(np.abs(got[:, None] - np.asarray(per)[None]), axis=1)
+        assert np.allclose(got, np.asarray(per)[which], rtol=1e-12)
+        share = np.bincount(which, minlength=len(per)) / n
+        if len(r.mix) == 24:  # 24 distinct components: each 1/24 of the draws, within 4.5 SE
+            assert len(set(np.round(per, 9))) == 24
+            se = math.sqrt((1 / len(per)) * (1 - 1 / len(per)) / n)
+            assert np.all(np.abs(share - 1 / len(per)) < 4.5 * se), share
+    # two rows that leave the same flags out get the same setting in each draw (common random numbers)
+    a, b = (lf.row_draws(f, rows[i]) for i in (1, 3))
+    pa = [float(lf.row_draws(f, dataclasses.replace(rows[1], mix=(t,), unknown=()))[0]) for t in rows[1].mix]
+    pb = [float(lf.row_draws(f, dataclasses.replace(rows[3], mix=(t,), unknown=()))[0]) for t in rows[3].mix]
+    ia = np.argmin(np.abs(a[:, None] - np.asarray(pa)[None]), axis=1)
+    ib = np.argmin(np.abs(b[:, None] - np.asarray(pb)[None]), axis=1)
+    assert np.array_equal(ia, ib)
