@@ -9,7 +9,6 @@ interpolation of the binned CDF, ``summary.hist_quantiles``).
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import Any, Callable, Mapping
 
 import jax
@@ -47,13 +46,15 @@ def _block(key, params, lik, bins, block, n_valid, rows, static, size, nbins):
             "below": jnp.sum(jnp.where(X < thr[:, None], W, 0.0), axis=1)}
 
 
-@partial(jax.jit, static_argnames=("rows", "static", "size", "nbins"))
+# engine.program: a second process (the CLI's plan and compare) loads these executables instead of tracing,
+# lowering and compiling them again; ``rows`` and ``static`` key them (module-level functions and tuples).
+@engine.program(static_argnames=("rows", "static", "size", "nbins"))
 def _hist_call(key, params, lik, bins, blocks, n_valid, *, rows, static, size, nbins):
     return jax.lax.map(lambda a: _block(key, params, lik, bins, a[0], a[1], rows, static, size, nbins),
                        (blocks, n_valid))
 
 
-@partial(jax.jit, static_argnames=("rows", "static"))
+@engine.program(static_argnames=("rows", "static"))
 def _pilot_call(key, params, *, rows, static):
     X, _ = rows(jax.random.fold_in(key, _PILOT_ID), params, None, jnp.uint32(0), PILOT, *static)
     return jnp.stack([jnp.min(X, axis=1), jnp.max(X, axis=1)])
