@@ -155,22 +155,24 @@ def _check_ratios(spec_a, spec_b, couple: Mapping[str, float]) -> None:
                             path=spec_b.path, field="correlations")
 
 
-def _raw(key, model: Model, block, size) -> dict[str, jax.Array]:
+def _raw(key, model: Model, block, size, at=None) -> dict[str, jax.Array]:
     """A file's standard-normal scores before its own copula: the draws ``mcflops run`` makes."""
-    return engine.draw_z(key, dataclasses.replace(model, copula=None), block, size)
+    return engine.draw_z(key, dataclasses.replace(model, copula=None), block, size, at)
 
 
-def _paired(key, params, block, size, plan):
-    """Both files' centred log inputs and outputs on one block's draws (``plan``: B's (input, draws) pairs)."""
+def _paired(key, params, block, size, plan, at=None):
+    """Both files' centred log inputs and outputs on one block's draws (``plan``: B's (input, draws) pairs;
+    ``at``: draws at .. at + size - 1 of the block, None: its first ``size``)."""
     a, b, rho, comp, ratios = params
-    za = _raw(key, a, block, size)
+    za = _raw(key, a, block, size, at)
     wkey = jax.random.fold_in(key, engine.COMPARE)
     zb, j = {}, 0
     for name, how in plan:
         if how == SHARED:
             zb[name] = za[name]
             continue
-        w = engine.normals(jax.random.fold_in(jax.random.fold_in(wkey, engine.stable_id(name)), block), (size,))
+        k = jax.random.fold_in(jax.random.fold_in(wkey, engine.stable_id(name)), block)
+        w = engine.normals(k, (size,)) if at is None else engine.normals_at(k, at, size)
         if how == COUPLED:
             zb[name] = rho[j] * za[name] + comp[j] * w  # Gaussian copula, normal-score correlation rho
             j += 1
@@ -199,9 +201,9 @@ def _evaluate_b(b: Model, z, va, ratios, names: tuple[str, ...]):
 _paired_call = jax.jit(_paired, static_argnames=("size", "plan"))
 
 
-def _compare_rows(key, params, lik, block, size, output: str, plan):
+def _compare_rows(key, params, lik, block, at, size, output: str, plan):
     """Both models' centred log output and their difference (log B/A minus a constant); the log-likelihood."""
-    va, vb = _paired(key, params, block, size, plan)
+    va, vb = _paired(key, params, block, size, plan, at)
     da, db = (jnp.broadcast_to(v[output], (size,)) for v in (va, vb))
     ll = None
     if lik is not None:

@@ -9,7 +9,6 @@ interpolation of the binned CDF, ``summary.hist_quantiles``).
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import Any, Callable, Mapping
 
 import jax
@@ -24,22 +23,45 @@ NBINS = 4096
 PILOT = 1 << 16
 _PILOT_ID = engine.PLAN_PILOT
 
-def _block(key, params, lik, bins, block, n_valid, rows, static, size, nbins):
-    """One block's weighted histograms of the rows; ``bins``: (lo, 1 / width, thresholds) per row."""
+def _block(key, params, lik, bins, block, n_valid, rows, static, size, sub, nbins):
+    """One block's weighted histograms of the rows; ``bins``: (lo, 1 / width, thresholds) per row.
+
+    Only the sub-blocks that hold draws are drawn (``rows(..., block, at, sub, ...)``: draws at .. at + sub - 1
+    of the block) and binned, as in the engine's kernel. The rest of the block stays zero-weight padding: the
+    sums run over the whole block as one reduction each, so they add the same float32 terms in the same order
+    as reducing the whole block's draws, and the scatter adds each bin's weights in draw order, as before."""
     lo, inv, thr = bins
-    X, ll = rows(key, params, lik, block, size, *static)
-    q = X.shape[0]
+    f32 = jnp.float32
+    q = lo.shape[0]
+    held = (n_valid + (sub - 1)) // sub
+    cols = jnp.arange(sub, dtype=jnp.int32)
+
+    def draw(s, acc):
+        X, L = acc
+        at = s * sub
+        x, ll = rows(key, params, lik, block, at, sub, *static)
+        X = jax.lax.dynamic_update_slice(X, x.astype(f32), (0, at))
+        if lik is not None:
+            L = jax.lax.dynamic_update_slice(L, jnp.where(at + cols < n_valid, ll, -jnp.inf), (at,))
+        return X, L
+
+    X, ll = jax.lax.fori_loop(0, held, draw, (jnp.zeros((q, size), f32), jnp.full((size,), -jnp.inf, f32)))
     valid = jnp.arange(size) < n_valid
-    if ll is None:
-        w, m = valid.astype(jnp.float32), jnp.float32(0.0)
+    if lik is None:
+        w, m = valid.astype(f32), f32(0.0)
     else:
-        ll = jnp.where(valid, ll, -jnp.inf)
         m = jnp.max(ll)
         w = jnp.exp(ll - jnp.where(jnp.isfinite(m), m, 0.0))
-    idx = jnp.clip(jnp.floor((X - lo[:, None]) * inv[:, None]) + 1, 0, nbins + 1).astype(jnp.int32)
-    flat = (idx + (jnp.arange(q, dtype=jnp.int32) * (nbins + 2))[:, None]).reshape(-1)
+    offsets = (jnp.arange(q, dtype=jnp.int32) * (nbins + 2))[:, None]
+
+    def scatter(s, hist):
+        x = jax.lax.dynamic_slice(X, (0, s * sub), (q, sub))
+        ws = jax.lax.dynamic_slice(w, (s * sub,), (sub,))
+        idx = jnp.clip(jnp.floor((x - lo[:, None]) * inv[:, None]) + 1, 0, nbins + 1).astype(jnp.int32)
+        return hist.at[(idx + offsets).reshape(-1)].add(jnp.broadcast_to(ws[None, :], x.shape).reshape(-1))
+
+    hist = jax.lax.fori_loop(0, held, scatter, jnp.zeros(q * (nbins + 2), f32)).reshape(q, nbins + 2)
     W = jnp.broadcast_to(w[None, :], X.shape)
-    hist = jnp.zeros(q * (nbins + 2), jnp.float32).at[flat].add(W.reshape(-1)).reshape(q, nbins + 2)
     return {"hist": hist, "m": m, "s0": jnp.sum(w), "s0w2": jnp.sum(w * w),
             "min": jnp.min(jnp.where(valid[None, :], X, jnp.inf), axis=1),
             "max": jnp.max(jnp.where(valid[None, :], X, -jnp.inf), axis=1),
@@ -47,22 +69,25 @@ def _block(key, params, lik, bins, block, n_valid, rows, static, size, nbins):
             "below": jnp.sum(jnp.where(X < thr[:, None], W, 0.0), axis=1)}
 
 
-@partial(jax.jit, static_argnames=("rows", "static", "size", "nbins"))
-def _hist_call(key, params, lik, bins, blocks, n_valid, *, rows, static, size, nbins):
-    return jax.lax.map(lambda a: _block(key, params, lik, bins, a[0], a[1], rows, static, size, nbins),
+# engine.program: a second process (the CLI's plan and compare) loads these executables instead of tracing,
+# lowering and compiling them again; ``rows`` and ``static`` key them (module-level functions and tuples).
+@engine.program(static_argnames=("rows", "static", "size", "sub", "nbins"))
+def _hist_call(key, params, lik, bins, blocks, n_valid, *, rows, static, size, sub, nbins):
+    return jax.lax.map(lambda a: _block(key, params, lik, bins, a[0], a[1], rows, static, size, sub, nbins),
                        (blocks, n_valid))
 
 
-@partial(jax.jit, static_argnames=("rows", "static"))
+@engine.program(static_argnames=("rows", "static"))
 def _pilot_call(key, params, *, rows, static):
-    X, _ = rows(jax.random.fold_in(key, _PILOT_ID), params, None, jnp.uint32(0), PILOT, *static)
+    X, _ = rows(jax.random.fold_in(key, _PILOT_ID), params, None, jnp.uint32(0), None, PILOT, *static)
     return jnp.stack([jnp.min(X, axis=1), jnp.max(X, axis=1)])
 
 
 def reduce(key: jax.Array, rows: Callable, params: Any, lik, n: int, *, static: tuple = (),
            thresholds=None, size: int = engine.BLOCK,
            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Histograms (float64, blocks added in order) of the rows ``rows(key, params, lik, block, size, *static)``.
+    """Histograms (float64, blocks added in order) of the rows ``rows(key, params, lik, block, at, size, *static)``
+    (draws at .. at + size - 1 of block ``block``; ``at`` None: from the block's first draw).
 
     With a likelihood the weights are exp(log-likelihood), rescaled block by block to the running
     maximum (the engine's scheme), so the histograms are the importance-weighted posterior's.
@@ -81,7 +106,7 @@ def reduce(key: jax.Array, rows: Callable, params: Any, lik, n: int, *, static: 
         nv = min(n - b * size, size)
         out = jax.device_get(_hist_call(key, params, lik, bins, jnp.asarray([b], jnp.uint32),
                                         jnp.asarray([nv], jnp.int32), rows=rows, static=static, size=size,
-                                        nbins=NBINS))
+                                        sub=min(engine.SUB, size), nbins=NBINS))
         blk = {k: np.asarray(v[0], np.float64) for k, v in out.items()}
         mn, mx = np.minimum(mn, blk["min"]), np.maximum(mx, blk["max"])
         m = float(blk["m"])

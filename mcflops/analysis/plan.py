@@ -41,9 +41,10 @@ from mcflops.spec import PlanOptions
 CURVE_POINTS = 64
 
 
-def _plan_rows(key, model: Model, lik, block, size, with_price: bool):
-    """Centred logs of GPU-hours, GPU-hours per token (and USD per token), and the log-likelihood."""
-    v = evaluate(model, engine.draw_z(key, model, block, size))
+def _plan_rows(key, model: Model, lik, block, at, size, with_price: bool):
+    """Centred logs of GPU-hours, GPU-hours per token (and USD per token), and the log-likelihood
+    (draws at .. at + size - 1 of the block)."""
+    v = evaluate(model, engine.draw_z(key, model, block, size, at))
     h = jnp.broadcast_to(v["gpu_hours"], (size,))
     rows = [h, h - v["tokens"]]
     if with_price:
@@ -52,12 +53,12 @@ def _plan_rows(key, model: Model, lik, block, size, with_price: bool):
     return jnp.stack(rows), ll
 
 
-def _plan_rows_at(key, models, lik, block, size, with_price: bool):
+def _plan_rows_at(key, models, lik, block, at, size, with_price: bool):
     """:func:`_plan_rows` of the spec re-solved at the asked count (``models[1]``), on the file's draws; the
     observations weigh the draws through the file's own model (``models[0]``): they are about its run."""
-    base, at = models
-    z = engine.draw_z(key, base, block, size)
-    v = evaluate(at, z)
+    base, re_solved = models
+    z = engine.draw_z(key, base, block, size, at)
+    v = evaluate(re_solved, z)
     h = jnp.broadcast_to(v["gpu_hours"], (size,))
     rows = [h, h - v["tokens"]]
     if with_price:

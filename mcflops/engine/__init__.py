@@ -18,7 +18,7 @@ explicit call before the first JAX computation; ``mcflops.run`` and the command 
 from mcflops.engine.devices import mesh, setup
 from mcflops.engine.driver import POOL, POOL_ESS, pool_subblocks, run, sum_blocks
 from mcflops.engine.kernel import (BLOCK, GPU_BATCH, KEEP, NBINS, SUB, Layout, Likelihood, build_likelihood, draw_z,
-                                   log_likelihood, normals)
+                                   log_likelihood, normals, normals_at)
 from mcflops.engine.merge import psis_tail
 from mcflops.engine.programs import Program, program, stop_cache, use_cache
 from mcflops.engine.streams import (COMPARE, GUMBEL, NUTS, PLAN_PILOT, RESAMPLE, SHAPLEY, SOBOL_A, SOBOL_B, SWEEP,
@@ -27,5 +27,5 @@ from mcflops.engine.summary import Sums, ess, hist_cdf, hist_quantiles
 
 __all__ = ["BLOCK", "COMPARE", "GPU_BATCH", "GUMBEL", "KEEP", "NBINS", "NUTS", "PLAN_PILOT", "POOL", "POOL_ESS", "RESAMPLE",
            "SHAPLEY", "SOBOL_A", "SOBOL_B", "SUB", "SWEEP", "Layout", "Likelihood", "Sums", "build_likelihood",
-           "draw_z", "ess", "hist_cdf", "hist_quantiles", "log_likelihood", "mesh", "normals", "pool_subblocks",
+           "draw_z", "ess", "hist_cdf", "hist_quantiles", "log_likelihood", "mesh", "normals", "normals_at", "pool_subblocks",
            "Program", "program", "psis_tail", "stop_cache", "use_cache", "run", "seed_key", "setup", "stable_id", "sum_blocks"]

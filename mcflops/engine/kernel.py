@@ -47,6 +47,14 @@ def normals(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     return _rng.normals(key, shape)
 
 
+def normals_at(key: jax.Array, at, size: int) -> jax.Array:
+    """Elements at .. at + size - 1 of ``normals(key, (n,))`` for any n past them (``at`` may be traced): the
+    draws of one sub-block made on their own."""
+    k = _words(key)
+    idx = jnp.asarray(at).astype(jnp.uint32) + jax.lax.iota(jnp.uint32, size)
+    return _rng.normal_from_bits(_rng.threefry2x32((idx, k[2]), (k[0], k[1]))[0])
+
+
 def _words(key: jax.Array) -> jax.Array:
     """The four key words ``_rng`` derives from a key (Threefry key, counter high word)."""
     return jax.random.bits(key, (4,), jnp.uint32)
@@ -57,10 +65,11 @@ def _input_keys(key: jax.Array, model: Model, block) -> dict[str, jax.Array]:
             for name, s in zip(model.inputs, model.samplers) if s.kind != "const"}
 
 
-def draw_z(key: jax.Array, model: Model, block, size: int) -> dict[str, jax.Array]:
+def draw_z(key: jax.Array, model: Model, block, size: int, at=None) -> dict[str, jax.Array]:
     """Standard-normal scores of every uncertain input for the first ``size`` draws of block ``block``
-    (the draws ``run`` makes there), the copula applied."""
-    z = {name: normals(k, (size,)) for name, k in _input_keys(key, model, block).items()}
+    (the draws ``run`` makes there), the copula applied; with ``at``, draws at .. at + size - 1 of the block."""
+    z = {name: normals(k, (size,)) if at is None else normals_at(k, at, size)
+         for name, k in _input_keys(key, model, block).items()}
     return copula.apply(model, z)  # correlations: a Gaussian copula on the z's (identity when none)
 
 
