@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcflops import engine
-from mcflops.model.samplers import GRID, ZMAX
+from mcflops.model.samplers import GRID, ZMAX, to_device
 from mcflops.model.compute import Model, evaluate, outputs
 from mcflops.analysis.shapley import conditional as conditional_map
 from mcflops.analysis.shapley import correlation_matrix, uncertain
@@ -115,7 +115,7 @@ def sweep(key: jax.Array, model: Model, name: str, values, output: str = "gpu_ho
     with correlations the rest are drawn given the fixed value."""
     vals = np.asarray(values, np.float64)
     centred = np.log(vals) - model.centers[name]
-    cvals = jax.device_put(np.asarray(centred, np.float32))
+    cvals = to_device(centred, np.float32)
     if model.copula is None:
         q, lmean = jax.device_get(_sweep_call(key, model, cvals, name=name, output=output, size=n))
     else:

@@ -27,6 +27,7 @@ from mcflops.engine.exact import bin_probabilities, distinct_rows, exp_moments, 
 from mcflops.engine.kernel import BLOCK, GPU_BATCH, KEEP, NBINS, SUB, Layout, Likelihood, make_call
 from mcflops.engine.merge import _expand, _Merge, psis_tail
 from mcflops.engine.summary import Sums
+from mcflops.model import to_device
 from mcflops.model.compute import Model
 
 _CALLS: dict[tuple, Callable] = {}
@@ -133,7 +134,7 @@ def _pass(p: Pass, lay: Layout, merge: _Merge, progress: Callable[[int, int], No
     (the next call is dispatched before the previous one is added)."""
     n = p.n
     ndev = jax.device_count()
-    lo32, inv32 = jax.device_put(np.asarray(p.lo, np.float32)), jax.device_put(np.asarray(p.inv, np.float32))
+    lo32, inv32 = to_device(p.lo, np.float32), to_device(p.inv, np.float32)
     multi = jax.process_count() > 1
     if multi:
         from jax.experimental import multihost_utils

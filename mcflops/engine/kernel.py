@@ -29,7 +29,7 @@ from mcflops.engine import rng as _rng
 from mcflops.engine.devices import mesh
 from mcflops.engine.programs import program
 from mcflops.engine.streams import GUMBEL, stable_id
-from mcflops.model import copula
+from mcflops.model import copula, to_device
 from mcflops.model.compute import Model, outputs
 from mcflops.spec import Spec
 
@@ -104,8 +104,8 @@ def build_likelihood(spec: Spec, model: Model) -> Likelihood | None:
             t.append(math.log(o.value) - c)
             s.append(o.scale if o.noise == "lognormal" else o.value / o.scale)
             lo.append(0.0), hi.append(0.0)
-    f = lambda x: jax.device_put(np.asarray(x, np.float32))  # no program per shape, as jnp.asarray
-    return Likelihood(tuple(spec.observe), tuple(o.noise for o in spec.observe.values()), f(t), f(s), f(lo), f(hi))
+    return Likelihood(tuple(spec.observe), tuple(o.noise for o in spec.observe.values()),
+                      *(to_device(x, np.float32) for x in (t, s, lo, hi)))
 
 
 def log_likelihood(lik: Likelihood, v: Mapping[str, jax.Array]) -> jax.Array:

@@ -13,7 +13,7 @@ import numpy as np
 
 from mcflops import chain as napkin
 from mcflops.model.copula import from_spec as copula_from_spec
-from mcflops.model.samplers import Sampler, make_sampler
+from mcflops.model.samplers import Sampler, make_sampler, to_device
 from mcflops.spec import Spec
 
 
@@ -47,7 +47,7 @@ def build_model(spec: Spec) -> Model:
     alpha = napkin.params_share(spec.flops, spec.architecture, c.get("params"))
     c.update(napkin.log_centres(spec.flops, spec.architecture, c, spec.hardware.count))
     uncertain = tuple(n for n, s in zip(inputs, samplers) if s.kind != "const")
-    return Model(inputs, samplers, spec.outputs, jax.device_put(np.float32(alpha)), c, spec.flops,
+    return Model(inputs, samplers, spec.outputs, to_device(alpha, np.float32), c, spec.flops,
                  uncertain + spec.outputs, copula=copula_from_spec(spec))
 
 

@@ -41,11 +41,11 @@ def from_spec(spec: Spec) -> Copula | None:
     """Compile the spec's correlations (checked at load; None when it has none)."""
     if not spec.correlations:
         return None
-    import jax
+    from mcflops.model.samplers import to_device  # JAX, imported when a spec has correlations
 
     names, R = correlation_matrix(spec.priors, spec.correlations)
     L = np.linalg.cholesky(R)
-    return Copula(names, jax.device_put(np.asarray(L, np.float32)))
+    return Copula(names, to_device(L, np.float32))
 
 
 def apply(model, z: dict) -> dict:

@@ -88,21 +88,21 @@ def log_quantile_table(d: Dist) -> np.ndarray:
 @quantiles.memoised(64)  # immutable (JAX arrays): a rerun of a spec shares its samplers, no device copies
 def make_sampler(d: Dist, dtype=jnp.float32) -> Sampler:
     """Compile a prior into its z -> centred log x map."""
-    one = _put(np.zeros((1,), dtype))
+    one = to_device(np.zeros((1,), dtype))
     if d.family == "point":
         if d.params["value"] <= 0:
             raise ValueError("point priors of the compute model must be > 0")
-        return Sampler("const", math.log(d.params["value"]), _put(0.0, dtype), _put(0.0, dtype), one)
+        return Sampler("const", math.log(d.params["value"]), to_device(0.0, dtype), to_device(0.0, dtype), one)
     if d.family == "lognormal" and d.low is None and d.high is None:
-        return Sampler("affine", d.params["mu"], _put(0.0, dtype), _put(d.params["sigma"], dtype), one)
+        return Sampler("affine", d.params["mu"], to_device(0.0, dtype), to_device(d.params["sigma"], dtype), one)
     table = log_quantile_table(d)
     center = float(table[GRID // 2])  # the median
-    return Sampler("table", center, _put(0.0, dtype), _put(0.0, dtype), _put(table - center, dtype))
+    return Sampler("table", center, to_device(0.0, dtype), to_device(0.0, dtype), to_device(table - center, dtype))
 
 
-def _put(x, dtype=None) -> jax.Array:
-    """``x`` on the default device, converted on the host (NumPy rounds float64 to float32 as XLA does):
-    ``jnp.asarray`` would compile a conversion program for every new shape."""
+def to_device(x, dtype=None) -> jax.Array:
+    """``x`` (as ``dtype``) on the default device, converted on the host (NumPy rounds float64 to float32 as
+    XLA does): ``jnp.asarray`` would compile a conversion program for every new shape."""
     return jax.device_put(np.asarray(x, dtype))
 
 
