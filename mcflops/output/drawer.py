@@ -8,12 +8,9 @@ its other files meanwhile and draws from the back of the list only when the othe
 is an output.figures.Draw (a plots/ function and its plain data), pickled down a pipe; the process draws it
 into a private staging folder, from which it is moved into the run folder: the PNG bytes are the same
 whichever process draws them. Should the process fail to start, die, or a figure fail in it, that figure
-is drawn here: the folder's content does not depend on it.
-
-The protocol on its standard streams: a job is a 4-byte big-endian length, then the pickle of
-(path, spec hash, Draw); the reply, in the jobs' order, is one line, ``ok`` or ``error <what>``. End of
-input ends it, and it then removes the staging folder (its argument), whatever became of the other
-process. It reads its input in a thread, so that handing it a figure never waits for the one it draws.
+is drawn here: the folder's content does not depend on it. Where the cores allow (``workers``), it draws
+two figures at a time, through a helper it forks once matplotlib is imported (output.drawserve, which
+also holds the protocol).
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ import os
 import pickle
 import select
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -31,7 +29,7 @@ from typing import Callable, Iterable
 
 Job = tuple[str, Callable[[Path], object], "str | None"]  # file name, Draw, the spec hash its PNG records
 WAIT_S = 600.0  # a figure not drawn there by then is drawn here
-DEPTH = 2  # figures handed over and not yet drawn there: one drawing, one waiting, none idle between
+# figures handed over and not yet drawn there: one per worker drawing, one waiting, none idle between
 # This process draws too when this many figures are not yet drawn there once its own files are written:
 # importing matplotlib here costs about as much as drawing four figures, so drawing k of W here ends at
 # import + k against W - k there, which is sooner only when W is well above four.
@@ -42,8 +40,9 @@ class Drawer:
     """The drawing process (``start``): ``send`` hands it a figure, ``draw`` shares figures with it and puts
     every one in the folder; ``close`` ends it."""
 
-    def __init__(self, proc: subprocess.Popen, staging: Path):
+    def __init__(self, proc: subprocess.Popen, staging: Path, workers: int = 1):
         self.proc = proc
+        self.depth = workers + 1  # figures handed over and not yet drawn there (see above)
         self.staging = staging  # where it draws; this process moves the files into the run folder
         self.pending: list[int] = []  # jobs handed over whose replies are awaited, in order
         self.drawn: set[int] = set()  # jobs drawn there (in ``staging``), not yet moved
@@ -142,7 +141,7 @@ class Drawer:
                     self.failed.remove(job)
                     del mine[self._sent[job][0]]
                     jobs.append(self._sent[job])  # not drawn there: drawn here
-                while jobs and len(self.pending) < DEPTH and self.alive():
+                while jobs and len(self.pending) < self.depth and self.alive():
                     i = next((k for k, (_, f, _h) in enumerate(jobs) if isinstance(f, Draw)), None)
                     if i is None or not self.send(folder / jobs[i][0], jobs[i][2], jobs[i][1]):
                         break
@@ -183,21 +182,31 @@ class Drawer:
         self._end(kill)
         shutil.rmtree(self.staging, ignore_errors=True)
 
+    def _kill(self) -> None:
+        """Kill the process and its helper (its own process group, where there are groups)."""
+        if hasattr(os, "killpg"):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                return
+            except OSError:
+                pass
+        self.proc.kill()
+
     def _end(self, kill: bool = False) -> None:
         """End the process and wait for it: at once with ``kill`` (it may be drawing), else by closing its
         input, which it reads to the end and leaves (without the interpreter's teardown: at once). What it
         drew stays in the staging folder."""
         if self.proc.returncode is None:
             if kill:
-                self.proc.kill()
+                self._kill()
             try:
                 self.proc.stdin.close()
             except OSError:
-                self.proc.kill()
+                self._kill()
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                self._kill()
                 self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
@@ -218,7 +227,8 @@ def _move(src: Path, dst: Path) -> None:
 def start() -> Drawer | None:
     """Start the drawing process; None when it would not help or cannot be: every core busy
     (``spare_core``: a second process then only adds the CPU time of its start), no matplotlib, or no
-    process to be had. ``MCFLOPS_DRAW_PROCESS=1`` starts it whatever the load, ``0`` never."""
+    process to be had. ``MCFLOPS_DRAW_PROCESS=1`` starts it whatever the load, ``0`` never; how many figures
+    it draws at a time: ``workers``."""
     import importlib.util
 
     want = os.environ.get("MCFLOPS_DRAW_PROCESS", "").strip()
@@ -228,17 +238,34 @@ def start() -> Drawer | None:
         return None
     root = str(Path(__file__).resolve().parent.parent.parent)  # the folder holding this mcflops package
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    n = workers()
     try:
         staging = Path(tempfile.mkdtemp(prefix="mcflops-figures-"))
     except OSError:
         return None
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "mcflops.output.drawer", str(staging)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
+        # its own process group, so that killing it kills its helper too (Drawer._kill)
+        proc = subprocess.Popen([sys.executable, "-m", "mcflops.output.drawserve", str(staging), str(n)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                                close_fds=True, start_new_session=hasattr(os, "killpg"))
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
         return None
-    return Drawer(proc, staging)
+    return Drawer(proc, staging, n)
+
+
+def cores() -> int:
+    """The cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def workers() -> int:
+    """How many figures the drawing process draws at a time: 2 where it can fork a helper (Linux) and this
+    process may use two cores or more, else 1; ``MCFLOPS_DRAW_WORKERS`` (1 or 2) says so instead."""
+    want = os.environ.get("MCFLOPS_DRAW_WORKERS", "").strip()
+    if want in ("1", "2"):
+        return int(want) if hasattr(os, "fork") else 1
+    return 2 if sys.platform.startswith("linux") and cores() >= 2 else 1
 
 
 def spare_core() -> bool:
@@ -247,63 +274,6 @@ def spare_core() -> bool:
     itself, so "below the count" rather than "a whole core idle": measured on two cores, the second
     process pays for itself unless both are busy (benchmarks/RESULTS.md)."""
     try:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        return os.getloadavg()[0] < cores
+        return os.getloadavg()[0] < cores()
     except OSError:
         return True
-
-
-def _read_jobs(inp, jobs) -> None:
-    """The drawing process's input, job by job, into the queue ``jobs``; None at its end."""
-    try:
-        while True:
-            head = inp.read(4)
-            if len(head) < 4:
-                break
-            (n,) = struct.unpack(">I", head)
-            blob = inp.read(n)
-            if len(blob) < n:
-                break
-            jobs.put(blob)
-    finally:
-        jobs.put(None)
-
-
-def serve(inp, out) -> None:
-    """The drawing process: import what figures need, then draw each job read from ``inp`` until its end.
-    Ctrl-C is left to the other process, which ends this one."""
-    import queue
-    import signal
-    import threading
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    jobs: queue.SimpleQueue = queue.SimpleQueue()
-    threading.Thread(target=_read_jobs, args=(inp, jobs), daemon=True).start()
-    import matplotlib.figure  # noqa: F401 - imported now, while the other process samples
-    from matplotlib.backends import backend_agg  # noqa: F401
-    from PIL import PngImagePlugin  # noqa: F401
-
-    import mcflops.plots.posterior  # noqa: F401
-    import mcflops.plots.report  # noqa: F401
-    import mcflops.plots.sensitivity  # noqa: F401
-    from mcflops.output.figures import draw
-
-    while True:
-        blob = jobs.get()
-        if blob is None:
-            return
-        try:
-            path, spec_hash, fig = pickle.loads(blob)
-            draw(Path(path).parent, {Path(path).name: fig}, spec_hash)
-            reply = b"ok\n"
-        except Exception as e:  # noqa: BLE001 - reported: the other process draws this figure itself
-            reply = ("error " + f"{type(e).__name__}: {e}".replace("\n", " ")).encode() + b"\n"
-        out.write(reply)
-        out.flush()
-
-
-if __name__ == "__main__":
-    serve(sys.stdin.buffer, sys.stdout.buffer)
-    if len(sys.argv) > 1:  # its input ended: the other process has moved what it wanted, or is gone
-        shutil.rmtree(sys.argv[1], ignore_errors=True)
-    os._exit(0)  # every reply is flushed; freeing matplotlib's objects would only delay the other process

@@ -23,8 +23,10 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.suffix == ".png"}
 
 
-def test_shared_figures_are_the_same_bytes(res, tmp_path, monkeypatch):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_shared_figures_are_the_same_bytes(res, tmp_path, monkeypatch, workers):
     monkeypatch.setenv("MCFLOPS_DRAW_PROCESS", "1")  # whatever the machine's load
+    monkeypatch.setenv("MCFLOPS_DRAW_WORKERS", workers)  # one figure at a time there, or two (a forked helper)
     output.write_run(tmp_path / "here", res, field="out")
     drawer = output.start_drawer()
     assert drawer is not None and drawer.alive()
