@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 
 
-
-
+@functools.cache
 def version() -> str:
+    """mcflops's version, read once per process: each read of the metadata scans every folder on sys.path,
+    and a run asks for it in several places (summary.json, the report, every PNG's metadata)."""
     from importlib.metadata import PackageNotFoundError, version as v
 
     try:

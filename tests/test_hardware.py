@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.resources
+import json
+import sys
+from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
@@ -229,3 +232,17 @@ def test_interconnect_fields_are_optional_and_validated():
         hw._parse("x", {**raw, "nvlink_domain": 7.5})
     with pytest.raises(hw.HardwareError, match=r"accelerators\.x\.network_gb_s: expected a positive"):
         hw._parse("x", {**raw, "network_gb_s": -1})
+
+
+@pytest.mark.parametrize("name", ["accelerators.yaml", "layout_runs.yaml", "published_runs.yaml"])
+def test_the_c_parser_reads_the_data_files_as_the_pure_one_does(name):
+    """The package's data files are loaded with ruamel's "safe" loader, which uses its C parser
+    (ruamel.yaml.clib, a dependency) where installed: every value, type and key order must be what the
+    pure-Python parser, the reference, reads."""
+    text = (Path(hw.__file__).parent / "data" / name).read_text("utf-8")
+    fast, pure = YAML(typ="safe"), YAML(typ="safe", pure=True)
+    if sys.implementation.name == "cpython":
+        assert fast.Parser.__name__ == "CParser"  # the dependency is installed and in use
+    a, b = fast.load(text), pure.load(text)
+    assert a == b
+    assert json.dumps(a, sort_keys=False, default=repr) == json.dumps(b, sort_keys=False, default=repr)
