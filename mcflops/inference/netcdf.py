@@ -33,12 +33,15 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 
 def available() -> bool:
-    """Whether posterior.nc can be written: h5netcdf only (importing ArviZ to check is slow)."""
+    """Whether posterior.nc can be written: h5netcdf and its h5py installed (not ArviZ), found without
+    importing them, so that the import is paid where the file is written (by `mcflops run`, while the
+    figures are drawn), not before."""
+    import importlib.util
+
     try:
-        import h5netcdf  # noqa: F401
-    except ImportError:
+        return all(importlib.util.find_spec(m) is not None for m in ("h5netcdf", "h5py"))
+    except (ImportError, ValueError):  # a module set to None, or without a spec
         return False
-    return True
 
 
 def _chains(x: np.ndarray, chains: int) -> np.ndarray:

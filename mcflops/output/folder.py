@@ -198,25 +198,38 @@ def _fill(tmp: Path, res, data: dict[str, Any], out: Path, writers: list[Writer]
     from mcflops.output import figures
     from mcflops.spec import resolved_document
 
+    def summary() -> None:
+        (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        files.write_yaml(tmp / "spec.resolved.yaml", resolved_document(res.spec), provenance=data)
+
     check()
-    (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    files.write_yaml(tmp / "spec.resolved.yaml", resolved_document(res.spec), provenance=data)
-    # the report's headline figure (when matplotlib is there: else the report goes without it)
-    head = figures.Batch(figures.headline(res, data) if figures.can_draw() else {}, res.spec.digest())
     if drawer is None:
-        for write in [*writers, head]:
+        summary()
+        for write in [*writers, _headline(res, data)]:
             check()
             write(tmp)
         if meanwhile is not None:
             meanwhile()
     else:  # the figures shared with the drawing process, the other files written meanwhile
-        batches = [w for w in [*writers, head] if isinstance(w, figures.Batch)]
-        jobs = [(name, fig, b.spec_hash) for b in batches for name, fig in b.figures.items()]
-        others = [lambda w=w: w(tmp) for w in writers if not isinstance(w, figures.Batch)]
+        jobs = [(name, fig, b.spec_hash) for b in writers if isinstance(b, figures.Batch)
+                for name, fig in b.figures.items()]
+        for name, fig, spec_hash in jobs[:max(drawer.depth - len(drawer.pending), 0)]:  # its idle workers: now
+            if not drawer.send(tmp / name, spec_hash, fig):
+                break
+        head = _headline(res, data)
+        jobs += [(name, fig, head.spec_hash) for name, fig in head.figures.items()]
+        others = [summary, *(lambda w=w: w(tmp) for w in writers if not isinstance(w, figures.Batch))]
         drawer.draw(tmp, jobs, before=[*others, *([meanwhile] if meanwhile is not None else [])], check=check)
     check()
     _write_report(tmp, out)  # last: it embeds the figures written before it
     check()
+
+
+def _headline(res, data: dict[str, Any]):
+    """The report's headline figure (when matplotlib is there: else the report goes without it)."""
+    from mcflops.output import figures
+
+    return figures.Batch(figures.headline(res, data) if figures.can_draw() else {}, res.spec.digest())
 
 
 def _write_report(folder: Path, out: Path) -> None:

@@ -60,3 +60,21 @@ def test_a_dead_drawer_leaves_the_figures_here(res, tmp_path, monkeypatch):
 def test_no_drawer_when_turned_off(monkeypatch):
     monkeypatch.setenv("MCFLOPS_DRAW_PROCESS", "0")
     assert output.start_drawer() is None
+
+
+def test_without_h5netcdf_the_folder_says_so(res, tmp_path, monkeypatch):
+    """netcdf.available finds h5netcdf and h5py without importing them; where either is missing, the folder
+    goes without posterior.nc and summary.json's notes say why."""
+    import json
+    import sys
+
+    assert res.posterior
+    monkeypatch.setenv("MCFLOPS_DRAW_PROCESS", "0")
+    for name in ("h5netcdf", "h5py"):
+        with monkeypatch.context() as m:
+            m.setitem(sys.modules, name, None)  # as if not installed
+            output.write_run(tmp_path / name, res, field="out")
+        notes = json.loads((tmp_path / name / "summary.json").read_text())["notes"]
+        assert output.NETCDF_MISSING in notes and not (tmp_path / name / "posterior.nc").exists()
+    output.write_run(tmp_path / "both", res, field="out")
+    assert (tmp_path / "both" / "posterior.nc").exists()
