@@ -225,16 +225,17 @@ def _move(src: Path, dst: Path) -> None:
 
 
 def start() -> Drawer | None:
-    """Start the drawing process; None when it would not help or cannot be: every core busy
-    (``spare_core``: a second process then only adds the CPU time of its start), no matplotlib, or no
-    process to be had. ``MCFLOPS_DRAW_PROCESS=1`` starts it whatever the load, ``0`` never; how many figures
-    it draws at a time: ``workers``."""
+    """Start the drawing process; None when it would not help or cannot be: one usable core (a second
+    process then only adds the CPU time of its start), no matplotlib, or no process to be had.
+    ``MCFLOPS_DRAW_PROCESS=1`` starts it whatever the cores, ``0`` never; how many figures it draws at a
+    time: ``workers``. The machine's load does not keep it off: on two cores kept busy by other work it
+    still ended runs sooner (benchmarks/RESULTS.md), since this command then gets two shares of the cores."""
     import importlib.util
 
     want = os.environ.get("MCFLOPS_DRAW_PROCESS", "").strip()
     if want == "0" or importlib.util.find_spec("matplotlib") is None:
         return None
-    if want != "1" and not spare_core():
+    if want != "1" and cores() < 2:
         return None
     root = str(Path(__file__).resolve().parent.parent.parent)  # the folder holding this mcflops package
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
@@ -266,14 +267,3 @@ def workers() -> int:
     if want in ("1", "2"):
         return int(want) if hasattr(os, "fork") else 1
     return 2 if sys.platform.startswith("linux") and cores() >= 2 else 1
-
-
-def spare_core() -> bool:
-    """Whether the cores this process may use were not all busy over the last minute (os.getloadavg below
-    their count; True where the load cannot be read). The average lags and counts the previous command
-    itself, so "below the count" rather than "a whole core idle": measured on two cores, the second
-    process pays for itself unless both are busy (benchmarks/RESULTS.md)."""
-    try:
-        return os.getloadavg()[0] < cores()
-    except OSError:
-        return True

@@ -78,3 +78,20 @@ def test_without_h5netcdf_the_folder_says_so(res, tmp_path, monkeypatch):
         assert output.NETCDF_MISSING in notes and not (tmp_path / name / "posterior.nc").exists()
     output.write_run(tmp_path / "both", res, field="out")
     assert (tmp_path / "both" / "posterior.nc").exists()
+
+
+def test_started_on_two_cores_whatever_the_load_never_on_one(monkeypatch):
+    import os
+
+    from mcflops.output import drawer as drawer_mod
+
+    monkeypatch.delenv("MCFLOPS_DRAW_PROCESS", raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (50.0, 50.0, 50.0), raising=False)  # a busy machine
+    monkeypatch.setattr(drawer_mod, "cores", lambda: 1)
+    assert output.start_drawer() is None
+    monkeypatch.setattr(drawer_mod, "cores", lambda: 2)
+    d = output.start_drawer()
+    try:
+        assert d is not None and d.alive()
+    finally:
+        d.close()
