@@ -49,17 +49,3 @@ def jax_cache_env() -> dict[str, str]:
 @pytest.fixture
 def key():
     return jax.random.key(20261129)
-
-
-# Files with the longest tests (subprocesses that compile, NUTS fits) run first: xdist hands out the last
-# tests in small chunks, so a long one there would leave the other worker idle. Whole files move (a file's
-# own order is kept); the rest keep pytest's order.
-FIRST = ("tests/engine/test_devices.py", "tests/calibration/test_shipped_fit.py", "tests/calibration/test_layoutfit.py",
-         "tests/calibration/test_validation.py", "tests/inference/test_nuts_conjugate.py",
-         "tests/cli/test_multiprocess.py", "tests/priors/test_quantiles.py", "tests/test_properties.py",
-         "tests/test_notebook_api.py")
-
-
-def pytest_collection_modifyitems(items):
-    rank = {f: i for i, f in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(FIRST)))
