@@ -36,7 +36,10 @@ def test_rerun_on_save_survives_a_bad_edit(tmp_path, capsys):
             assert (out / "report.html").is_file()
             _save(prior, OK.replace("mfu: {beta: [0.3, 0.5]", "mfu: {beta: [0.3, 1.5]"))
         elif len(seen) == 2:  # refused: the folder is left as it was; now a good edit
-            _save(prior, OK.replace("mfu: {beta: [0.3, 0.5]", "mfu: {beta: [0.5, 0.6]"))
+            # the published hours move with the faster MFU: importance sampling stays adequate, so the re-run does
+            # not fall back to NUTS (only the prior is checked here; tests/inference/test_update.py checks that)
+            _save(prior, OK.replace("mfu: {beta: [0.3, 0.5]", "mfu: {beta: [0.5, 0.6]").replace("value: 60K",
+                                                                                              "value: 40K"))
         return len(seen) < 3
 
     assert watch.command(args, after=after) == 0
