@@ -29,7 +29,6 @@ from typing import Callable, Iterable
 
 Job = tuple[str, Callable[[Path], object], "str | None"]  # file name, Draw, the spec hash its PNG records
 WAIT_S = 600.0  # a figure not drawn there by then is drawn here
-# figures handed over and not yet drawn there: one per worker drawing, one waiting, none idle between
 # This process draws too when this many figures are not yet drawn there once its own files are written:
 # importing matplotlib here costs about as much as drawing four figures, so drawing k of W here ends at
 # import + k against W - k there, which is sooner only when W is well above four.
@@ -42,7 +41,7 @@ class Drawer:
 
     def __init__(self, proc: subprocess.Popen, staging: Path, workers: int = 1):
         self.proc = proc
-        self.depth = workers + 1  # figures handed over and not yet drawn there (see above)
+        self.depth = workers + 1  # figures handed over, not yet drawn: one per worker, one waiting
         self.staging = staging  # where it draws; this process moves the files into the run folder
         self.pending: list[int] = []  # jobs handed over whose replies are awaited, in order
         self.drawn: set[int] = set()  # jobs drawn there (in ``staging``), not yet moved
