@@ -8,6 +8,8 @@ shipped calibration fit and a re-rendered report.
 - :mod:`.figures`: which figures each output gets (drawn by plots/)
 - :mod:`.drawer`: a second process that draws a run folder's figures beside this one (``start_drawer``; ``draw_early``
   hands it the posterior's while the sensitivity analysis runs)
+- :mod:`.drawserve`: that process's side (``python -m mcflops.output.drawserve``), two figures at a time through a
+  helper it forks
 """
 
 from mcflops.output.drawer import Drawer
