@@ -114,13 +114,26 @@ class Drawer:
         self.failed.extend(self.pending)
         self.pending.clear()
 
+    def hand_over(self, folder: Path, jobs: list[Job]) -> list[Job]:
+        """Send the Draw figures of ``jobs`` (to be files of ``folder``), in order, while it has a worker idle
+        or none waiting (``depth``); the jobs not sent, in order."""
+        from mcflops.output.figures import Draw
+
+        left = list(jobs)
+        while left and len(self.pending) < self.depth and self.alive():
+            i = next((k for k, (_, f, _h) in enumerate(left) if isinstance(f, Draw)), None)
+            if i is None or not self.send(Path(folder) / left[i][0], left[i][2], left[i][1]):
+                break
+            left.pop(i)
+        return left
+
     def draw(self, folder: Path, figures: Iterable[Job], before: Iterable[Callable[[], object]] = (),
              check: Callable[[], None] = lambda: None) -> None:
         """Put ``figures`` into ``folder``, drawn by the process where it can (those ``send`` handed over
         already, the same Draw objects, included), here otherwise; ``before`` (this process's other writers)
         run here meanwhile. ``check`` is called between the steps done here (it raises to stop: the process
         is then ended, so that it writes nothing after)."""
-        from mcflops.output.figures import Draw, draw
+        from mcflops.output.figures import draw
 
         folder = Path(folder)
         jobs: list[Job] = []
@@ -140,12 +153,9 @@ class Drawer:
                     self.failed.remove(job)
                     del mine[self._sent[job][0]]
                     jobs.append(self._sent[job])  # not drawn there: drawn here
-                while jobs and len(self.pending) < self.depth and self.alive():
-                    i = next((k for k, (_, f, _h) in enumerate(jobs) if isinstance(f, Draw)), None)
-                    if i is None or not self.send(folder / jobs[i][0], jobs[i][2], jobs[i][1]):
-                        break
-                    mine[jobs[i][0]] = self._named[jobs[i][0]]
-                    jobs.pop(i)
+                first = len(self._sent)
+                jobs = self.hand_over(folder, jobs)
+                mine.update((self._sent[j][0], j) for j in range(first, len(self._sent)))
                 if before:
                     check()
                     before.pop(0)()
@@ -229,10 +239,10 @@ def start() -> Drawer | None:
     ``MCFLOPS_DRAW_PROCESS=1`` starts it whatever the cores, ``0`` never; how many figures it draws at a
     time: ``workers``. The machine's load does not keep it off: on two cores kept busy by other work it
     still ended runs sooner (benchmarks/RESULTS.md), since this command then gets two shares of the cores."""
-    import importlib.util
+    from mcflops.output.figures import can_draw
 
     want = os.environ.get("MCFLOPS_DRAW_PROCESS", "").strip()
-    if want == "0" or importlib.util.find_spec("matplotlib") is None:
+    if want == "0" or not can_draw():
         return None
     if want != "1" and cores() < 2:
         return None

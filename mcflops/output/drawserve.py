@@ -103,7 +103,7 @@ class _Helper:
 
     def __init__(self, pid: int, jobs_w: int, replies_r: int, events: queue.SimpleQueue):
         self.pid, self.jobs_w = pid, jobs_w
-        self.job: int | None = None  # the job it draws, if any
+        self.job: tuple[int, bytes] | None = None  # the job it draws (its index and blob), to draw here should it die
         self.alive = True
         threading.Thread(target=self._replies, args=(replies_r, events), daemon=True).start()
 
@@ -121,7 +121,8 @@ class _Helper:
         finally:
             events.put(("helper-end", None))
 
-    def give(self, job: int, blob: bytes) -> bool:
+    def give(self, job: tuple[int, bytes]) -> bool:
+        blob = job[1]
         try:
             os.write(self.jobs_w, struct.pack(">I", len(blob)))
             view = memoryview(blob)
@@ -185,7 +186,6 @@ def serve(inp, out, workers: int = 1) -> None:
         _imports()
     todo: list[tuple[int, bytes]] = []  # jobs read and not yet drawn, in order
     replies: dict[int, bytes] = {}
-    given: dict[int, bytes] = {}  # the helper's job, kept to draw here should it die
     read = sent = 0
     ended = False
 
@@ -197,13 +197,12 @@ def serve(inp, out, workers: int = 1) -> None:
         elif kind == "end":
             ended = True
         elif kind == "helper":
-            replies[helper.job] = item
-            given.pop(helper.job, None)
+            replies[helper.job[0]] = item
             helper.job = None
         else:  # the helper has gone: what it had is drawn here
             helper.alive = False
             if helper.job is not None:
-                todo.insert(0, (helper.job, given.pop(helper.job)))
+                todo.insert(0, helper.job)
                 helper.job = None
 
     while True:
@@ -213,11 +212,9 @@ def serve(inp, out, workers: int = 1) -> None:
             except queue.Empty:
                 break
         if helper is not None and helper.alive and helper.job is None and todo:
-            job, blob = todo.pop(0)
-            given[job] = blob
-            if not helper.give(job, blob):
-                given.pop(job)
-                todo.insert(0, (job, blob))
+            job = todo.pop(0)
+            if not helper.give(job):
+                todo.insert(0, job)
                 helper.alive = False
         if todo:
             job, blob = todo.pop(0)
@@ -228,7 +225,7 @@ def serve(inp, out, workers: int = 1) -> None:
         out.flush()
         if todo:
             continue
-        if ended and not given and (helper is None or helper.job is None):
+        if ended and (helper is None or helper.job is None):
             break
         take(*events.get())
     if helper is not None:

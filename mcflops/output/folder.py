@@ -213,9 +213,7 @@ def _fill(tmp: Path, res, data: dict[str, Any], out: Path, writers: list[Writer]
     else:  # the figures shared with the drawing process, the other files written meanwhile
         jobs = [(name, fig, b.spec_hash) for b in writers if isinstance(b, figures.Batch)
                 for name, fig in b.figures.items()]
-        for name, fig, spec_hash in jobs[:max(drawer.depth - len(drawer.pending), 0)]:  # its idle workers: now
-            if not drawer.send(tmp / name, spec_hash, fig):
-                break
+        drawer.hand_over(tmp, jobs)  # to its idle workers now, before the headline's densities are computed
         head = _headline(res, data)
         jobs += [(name, fig, head.spec_hash) for name, fig in head.figures.items()]
         others = [summary, *(lambda w=w: w(tmp) for w in writers if not isinstance(w, figures.Batch))]

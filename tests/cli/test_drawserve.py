@@ -22,77 +22,54 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not sys.platform.star
                                 reason="the helper is forked (Linux)")
 
 
-def _serve(staging: Path, workers: int) -> subprocess.Popen:
+def _draw_all(tmp_path: Path, figs: list[Draw], workers: int) -> tuple[list[str], int, Path]:
+    """Run the drawing process on ``figs`` (job i writes kept/i.txt, a folder that outlives the staging one);
+    its reply lines, its pid and the kept folder. It must remove its staging folder at the end of its input."""
+    keep, staging = tmp_path / "kept", tmp_path / "staging"
+    keep.mkdir()
+    staging.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.Popen([sys.executable, "-m", "mcflops.output.drawserve", str(staging), str(workers)],
+    proc = subprocess.Popen([sys.executable, "-m", "mcflops.output.drawserve", str(staging), str(workers)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-
-
-def _job(path: Path, fig: Draw) -> bytes:
-    blob = pickle.dumps((str(path), None, fig))
-    return struct.pack(">I", len(blob)) + blob
+    blobs = [pickle.dumps((str(keep / f"{i}.txt"), None, f)) for i, f in enumerate(figs)]
+    out, _ = proc.communicate(b"".join(struct.pack(">I", len(b)) + b for b in blobs), timeout=120)
+    assert proc.returncode == 0 and not staging.exists()
+    return out.decode().splitlines(), proc.pid, keep
 
 
 def test_two_workers_answer_in_order_and_both_draw(tmp_path):
-    keep = tmp_path / "kept"
-    keep.mkdir()
-    figs = [Draw("tests.cli.drawjobs", "stamp", (i, 0.05)) for i in range(8)]
-    staging = tmp_path / "staging"
-    staging.mkdir()
-    proc = _serve(staging, 2)
-    # each job writes its own file in `keep` (the staging folder goes at the end)
-    jobs = b"".join(_job(keep / f"{i}.txt", f) for i, f in enumerate(figs))
-    out, _ = proc.communicate(jobs, timeout=120)
-    assert proc.returncode == 0 and out.decode().splitlines() == ["ok"] * 8
+    lines, pid, keep = _draw_all(tmp_path, [Draw("tests.cli.drawjobs", "stamp", (i, 0.05)) for i in range(8)], 2)
+    assert lines == ["ok"] * 8
     drawn = [(keep / f"{i}.txt").read_text().split() for i in range(8)]
     assert [int(i) for i, _ in drawn] == list(range(8))
     pids = {int(p) for _, p in drawn}
-    assert len(pids) == 2 and proc.pid in pids  # the process drew some, its helper (another pid) the others
-    first = int(drawn[0][1])
-    assert first != proc.pid  # the first job goes to the helper
+    assert len(pids) == 2 and pid in pids  # the process drew some, its helper (another pid) the others
+    assert int(drawn[0][1]) != pid  # the first job goes to the helper
 
 
 def test_one_worker_draws_everything_itself(tmp_path):
-    keep = tmp_path / "kept"
-    keep.mkdir()
-    staging = tmp_path / "staging"
-    staging.mkdir()
-    proc = _serve(staging, 1)
-    out, _ = proc.communicate(b"".join(_job(keep / f"{i}.txt", Draw("tests.cli.drawjobs", "stamp", (i,)))
-                                       for i in range(3)), timeout=120)
-    assert out.decode().splitlines() == ["ok"] * 3
-    assert {int((keep / f"{i}.txt").read_text().split()[1]) for i in range(3)} == {proc.pid}
+    lines, pid, keep = _draw_all(tmp_path, [Draw("tests.cli.drawjobs", "stamp", (i,)) for i in range(3)], 1)
+    assert lines == ["ok"] * 3
+    assert {int((keep / f"{i}.txt").read_text().split()[1]) for i in range(3)} == {pid}
 
 
 def test_a_helper_that_dies_leaves_its_figure_to_the_process(tmp_path):
-    keep = tmp_path / "kept"
-    keep.mkdir()
     marker = str(tmp_path / "died")
     figs = [Draw("tests.cli.drawjobs", "die_once", (marker,))] + [
         Draw("tests.cli.drawjobs", "stamp", (i,)) for i in range(1, 4)]
-    staging = tmp_path / "staging"
-    staging.mkdir()
-    proc = _serve(staging, 2)
-    out, _ = proc.communicate(b"".join(_job(keep / f"{i}.txt", f) for i, f in enumerate(figs)), timeout=120)
-    assert proc.returncode == 0 and out.decode().splitlines() == ["ok"] * 4
+    lines, pid, keep = _draw_all(tmp_path, figs, 2)
+    assert lines == ["ok"] * 4
     assert os.path.exists(marker)  # the helper took job 0 and died of it
-    assert (keep / "0.txt").read_text() == f"ok {proc.pid}"  # then drawn by the process itself
+    assert (keep / "0.txt").read_text() == f"ok {pid}"  # then drawn by the process itself
     assert all((keep / f"{i}.txt").exists() for i in range(1, 4))
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_failed_figure_is_reported_in_its_place(tmp_path, workers):
-    keep = tmp_path / "kept"
-    keep.mkdir()
     figs = [Draw("tests.cli.drawjobs", "stamp", (0,)), Draw("tests.cli.drawjobs", "fail", ()),
             Draw("tests.cli.drawjobs", "stamp", (2,))]
-    staging = tmp_path / "staging"
-    staging.mkdir()
-    proc = _serve(staging, workers)
-    out, _ = proc.communicate(b"".join(_job(keep / f"{i}.txt", f) for i, f in enumerate(figs)), timeout=120)
-    lines = out.decode().splitlines()
-    assert lines[0] == "ok" and lines[2] == "ok"
-    assert lines[1] == "error ValueError: no such figure"
+    lines, _, _ = _draw_all(tmp_path, figs, workers)
+    assert lines == ["ok", "error ValueError: no such figure", "ok"]
 
 
 def _children(pid: int) -> list[int]:
