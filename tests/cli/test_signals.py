@@ -20,9 +20,13 @@ import pytest
 from tests.cli.test_interrupt import OK, previous_report, tree
 
 HERE = Path(__file__).resolve().parents[1]
+# The child starts with Python's own SIGINT handler: a runner started in the background (`cmd &` in a
+# script, nohup) ignores SIGINT and its children inherit that, and `mcflops run` rightly leaves an ignored
+# signal ignored (cli.signals) - the run would then go on to its 1e10th draw.
 CHILD = r"""
-import os, sys, time
+import os, signal, sys, time
 from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)
 marker, point = Path(os.environ["MARKER"]), os.environ["POINT"]
 import mcflops.cli.progress as progress
 from mcflops.output import folder
