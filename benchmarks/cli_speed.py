@@ -16,7 +16,7 @@ Each command runs ``--repeats`` times in a fresh process; the runs of every comm
 interleaved round by round, so that a busy neighbour slows all of them alike. The reference is the
 start-up of ``python -c "import numpy"`` measured in the same rounds: on a shared machine the
 ratio to it moves less than the seconds do. Reported: median and minimum seconds, the median ratio to
-the reference, and the median CPU seconds (user + system, the drawing process included: less sensitive
+the reference, and the median CPU seconds (user + system, child processes included: less sensitive
 to the load than the seconds; ``--json`` also lists every run's). "warm" means the caches of one folder
 (``MCFLOPS_JAX_CACHE``: JAX's compilation cache, the compiled programs of ``engine.program`` and the
 host results of ``priors.memo``) were filled by the untimed runs first (the cold `run`, then a
@@ -63,7 +63,7 @@ CPU: dict[str, list[float]] = {}  # command -> CPU seconds (user + system) of ea
 
 def timed(cmd: list[str], env: dict, cwd: Path = ROOT, name: str | None = None) -> float:
     """Wall seconds of one run of ``cmd``; its CPU seconds (user + system, with the processes it started
-    and waited for, e.g. the drawing process) go to ``CPU[name]``: less sensitive to a busy neighbour."""
+    and waited for) go to ``CPU[name]``: less sensitive to a busy neighbour."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, check=False)

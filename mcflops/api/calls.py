@@ -26,7 +26,7 @@ Phase = Callable[[str], None] | None  # told the name of each stage of a run as 
 def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, key=None,
         progress: Progress = None, posterior: bool = True, method: str = "auto",
         sensitivity: bool | SensitivityOptions = False, nuts: Mapping[str, int] | None = None,
-        phase: Phase = None, early: Callable[[Result], None] | None = None) -> Result:
+        phase: Phase = None) -> Result:
     """Run a spec: the prior predictive of every output, and the posterior when it observes something.
 
     ``spec`` may be a :class:`Spec`, a path to a prior file, or a mapping (a notebook's dict).
@@ -36,9 +36,6 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
     ``nuts``: NUTS's ``chains``, ``warmup`` and ``draws``.
     ``phase``: called with the name of each stage as it starts ("compiling", then ``progress`` counts the
     blocks; "analysing: ..."), for a display; it computes nothing.
-    ``early``: called once with the result so far (no sensitivity, plan, layout, notes or timings yet) as
-    soon as the posterior is known, before the sensitivity analysis: `mcflops run` hands the posterior's
-    figures to its drawing process then. Its arrays are the final result's; it must not change them.
     """
 
     from mcflops import engine
@@ -87,11 +84,6 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
             post = inference.posterior(key, spec, m, sums, lik, method=method, sampler=sampler,
                                        **(nuts or {}))  # chains, warmup, draws
         chain = napkin.chain(spec)
-        if early is not None:
-            early(Result(spec=spec, seed=seed, samples=samples, chain=chain, prior=prior, observed=observed,
-                         draws=draws, posterior=post.summary if post is not None else None,
-                         posterior_draws=post.draws if post is not None else None, device=device_name(),
-                         sums=sums, model=m))
         sens_out = None
         if sens_opts is not None:  # tornado, Sobol, correlations, sweeps -> summary.json "sensitivity"
             from mcflops.analysis import sensitivity as sens

@@ -11,52 +11,35 @@ from mcflops import chain as napkin
 from mcflops import output
 from mcflops.cli.progress import progress
 from mcflops.cli.tables import fmt, headline_lines, stats_table
-from mcflops.cli.session import claim_out, distributed, primary, setup_jax
+from mcflops.cli.session import claim_out, primary, setup_jax
 from mcflops.cli.signals import check_interrupt
 from mcflops.spec import INPUTS, load_spec
 
 
 def command(args) -> int:
-    # the figures' process imports matplotlib while this one loads the file, imports JAX and samples
-    drawer = output.start_drawer() if args.command == "run" and not distributed() else None
-    done = False
-    try:
-        rc = _command(args, drawer)
-        done = True
-        return rc
-    finally:
-        if drawer is not None:
-            drawer.close(kill=not done)  # stopped early: it may still have figures to draw, for nothing
-
-
-def _command(args, drawer) -> int:
     spec = load_spec(args.file)
+    out = Path(args.out) if getattr(args, "out", None) else Path("reports") / spec.name
     if args.command == "run":  # refuse a bad --out before sampling, not after
-        claim_out(Path(args.out) if args.out else Path("reports") / spec.name)
+        claim_out(out)
     with progress(args.quiet or args.json) as bar:
         bar.phase("starting")  # JAX's import and set-up take seconds: say so from the first one
         setup_jax()
         from mcflops import api
 
-        # the posterior's figures go to the drawing process while the sensitivity analysis runs
-        early = (lambda partial: output.draw_early(drawer, partial)) if drawer is not None and primary() else None
         res = api.run(spec, samples=args.samples, seed=args.seed, progress=bar, phase=bar.phase,
                       posterior=args.command == "run", method=getattr(args, "method", "auto"),
-                      sensitivity=args.command == "run", early=early)
+                      sensitivity=args.command == "run")
         data = res.to_dict()
-        text: list[str] = []  # the tables, rendered while the other process draws
         if primary() and args.command == "run":
             bar.phase("plotting")  # the figures, then the report
-            out = Path(args.out) if args.out else Path("reports") / spec.name
-            meanwhile = None if args.json else lambda: text.append(render_result(res, data))
-            output.write_run(out, res, data, check=check_interrupt, drawer=drawer, meanwhile=meanwhile)
+            output.write_run(out, res, data, check=check_interrupt)
             data["out"] = str(out)
     if not primary():
         return 0
     if args.json:
         print(json.dumps(data, indent=2))
     else:
-        print_result(res, data, text[0] if text else None)
+        print_result(res, data)
     return 0
 
 
@@ -76,28 +59,14 @@ def _console():
     return Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=120)
 
 
-def print_result(res, data: dict[str, Any], text: str | None = None) -> None:
-    """The run's tables on stdout (``text``: what ``render_result`` gave for them, when rendered before),
-    then the folder written, if any."""
+def print_result(res, data: dict[str, Any]) -> None:
+    """The run's tables on stdout, then the folder written, if any."""
+    from rich.markup import escape
+
     con = _console()
-    con.file.write(render_result(res, data, con) if text is None else text)
-    con.file.flush()
+    _show(con, res, data)
     if "out" in data:
-        from rich.markup import escape
-
         con.print(f"\n[dim]wrote {escape(str(data['out']))}/[/dim]")
-
-
-def render_result(res, data: dict[str, Any], con=None) -> str:
-    """The text ``print_result`` prints before the folder's line, as the console (default: stdout's) would
-    show it: rendered apart from printing, so that `run` renders it while its figures are drawn."""
-    con = _console() if con is None else con
-    con.begin_capture()
-    try:
-        _show(con, res, data)
-    finally:
-        text = con.end_capture()
-    return text
 
 
 def _show(con, res, data: dict[str, Any]) -> None:

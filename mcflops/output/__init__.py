@@ -6,22 +6,15 @@ shipped calibration fit and a re-rendered report.
 - :mod:`.lock`: one writer per folder, leftovers of dead writers removed
 - :mod:`.folder`: what a run folder holds and which folders may be replaced
 - :mod:`.figures`: which figures each output gets (drawn by plots/)
-- :mod:`.drawer`: a second process that draws a run folder's figures beside this one (``start_drawer``; ``draw_early``
-  hands it the posterior's while the sensitivity analysis runs)
-- :mod:`.drawserve`: that process's side (``python -m mcflops.output.drawserve``), two figures at a time through a
-  helper it forks
 """
-
-from mcflops.output.drawer import Drawer
-from mcflops.output.drawer import start as start_drawer
 
 from mcflops.output.files import WRITTEN, Writer, label, replace_file, replace_text, swap
 from mcflops.output.folder import (ANALYSES, FIGURES_MISSING, NETCDF_MISSING, REPORT_FILES, REPORT_KEYS,
-                                   REPORT_MARKER, check_out, draw_early, not_a_report, rerender_report, run_files,
+                                   REPORT_MARKER, check_out, not_a_report, rerender_report, run_files,
                                    write_analysis, write_compare, write_fit, write_outputs, write_run)
 from mcflops.output.lock import FolderBusy, acquire, holding, release
 
-__all__ = ["ANALYSES", "Drawer", "start_drawer", "acquire", "release", "FIGURES_MISSING", "FolderBusy", "NETCDF_MISSING", "REPORT_FILES", "REPORT_KEYS",
-           "REPORT_MARKER", "WRITTEN", "Writer", "check_out", "draw_early", "holding", "label", "not_a_report", "replace_file",
+__all__ = ["ANALYSES", "acquire", "release", "FIGURES_MISSING", "FolderBusy", "NETCDF_MISSING", "REPORT_FILES", "REPORT_KEYS",
+           "REPORT_MARKER", "WRITTEN", "Writer", "check_out", "holding", "label", "not_a_report", "replace_file",
            "replace_text", "rerender_report", "run_files", "swap", "write_analysis", "write_compare", "write_fit", "write_outputs",
            "write_run"]

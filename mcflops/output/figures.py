@@ -1,9 +1,9 @@
 """Which figures each command's output gets, each as file name -> draw(path): the plot data from
 inference.plotdata (or the summary's own dicts), drawn by plots/. output.folder puts them in place.
 
-A figure is a :class:`Draw`: the plots/ function and its plain data (NumPy arrays, numbers, dicts), so
-that it can be pickled to the drawing process (output.drawer) as well as drawn here. Nothing here imports
-matplotlib until a figure is drawn; ``can_draw`` says whether it can be.
+A figure is a :class:`Draw`: the plots/ function and its plain data (NumPy arrays, numbers, dicts), computed
+before anything is drawn. Nothing here imports matplotlib until a figure is drawn; ``can_draw`` says whether
+it can be.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ class Draw:
 
 @dataclass(frozen=True)
 class Batch:
-    """A run folder's writer (output.Writer) of ``figures``, each PNG stamped with ``spec_hash``: drawn here
-    when called, or handed to a drawing process by output.folder."""
+    """A run folder's writer (output.Writer) of ``figures``, each PNG stamped with ``spec_hash``."""
 
     figures: Figures
     spec_hash: str | None = None
@@ -45,7 +44,7 @@ RIDGE = "mfu_goodput_ridge.png"
 
 def can_draw() -> bool:
     """Whether matplotlib is installed (the figures are optional: `pip install 'mcflops[full]'`), found without
-    importing it: where a drawing process draws every figure, this one never needs it."""
+    importing it (a run without figures to draw never pays its import)."""
     import importlib.util
 
     try:

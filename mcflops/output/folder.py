@@ -88,8 +88,7 @@ def run_files(res) -> tuple[list[Writer], list[str]]:
     """What a run folder holds beyond summary.json, spec.resolved.yaml and the report: posterior.nc and
     the posterior figures when there is a posterior, the sensitivity figures when there is an analysis.
     Returns the writers and a note for each file left out because its library is missing (the
-    sensitivity figures go silently: the tables in summary.json and the report carry the same numbers).
-    The posterior figures ``draw_early`` handed to a drawing process for this result are taken from there."""
+    sensitivity figures go silently: the tables in summary.json and the report carry the same numbers)."""
     from mcflops.inference import netcdf
     from mcflops.output import figures
 
@@ -102,8 +101,7 @@ def run_files(res) -> tuple[list[Writer], list[str]]:
         else:
             notes.append(NETCDF_MISSING)
         if figures.can_draw():
-            early = _taken_early(res)
-            writers.append(figures.Batch(early if early is not None else figures.posterior(res), digest))
+            writers.append(figures.Batch(figures.posterior(res), digest))
         else:
             notes.append(FIGURES_MISSING)
     if res.sensitivity and figures.can_draw():
@@ -116,16 +114,13 @@ def run_files(res) -> tuple[list[Writer], list[str]]:
 
 
 def write_run(out: Path, res, data: dict[str, Any] | None = None, *, check: Check = None,
-              field: str | None = "--out", drawer=None, meanwhile: Callable[[], object] | None = None
-              ) -> dict[str, Any]:
+              field: str | None = "--out") -> dict[str, Any]:
     """Write a run's folder: its files into a temporary folder beside ``out``, then swapped into place.
 
     ``res`` is an api.Result; ``data`` summary.json's content (default ``res.to_dict()``), to which the notes
     of files left out (``run_files``) are added; it is returned. ``check`` is called between files and
     before the swap (it raises to stop: nothing is then left behind). FolderBusy when another process
-    writes the same folder. ``drawer`` (output.drawer.start()) shares the figures with a drawing process;
-    ``meanwhile`` is called once the notes are in ``data``, while that process draws (the CLI renders its
-    tables then)."""
+    writes the same folder."""
     data = res.to_dict() if data is None else data
     check_out(out, field)
     writers, notes = run_files(res)
@@ -144,7 +139,7 @@ def write_run(out: Path, res, data: dict[str, Any] | None = None, *, check: Chec
         except OSError as e:
             raise SpecError(f"cannot write here: {e.strerror}", path=where, field=field) from None
         try:
-            _fill(tmp, res, data, out, writers, check or (lambda: None), drawer, meanwhile)
+            _fill(tmp, res, data, out, writers, check or (lambda: None))
             files.swap(tmp, out)
         except OSError as e:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -158,66 +153,15 @@ def write_run(out: Path, res, data: dict[str, Any] | None = None, *, check: Chec
     return data
 
 
-def draw_early(drawer, res) -> None:
-    """Hand the posterior figures of ``res`` to ``drawer`` (output.drawer.start) before the run folder is
-    written: api.run's ``early``, called once the posterior is known and while the sensitivity analysis
-    still runs. ``write_run(..., drawer=drawer)`` of the finished result then takes them from there."""
-    from mcflops.output import figures
-
-    if drawer is None or not res.posterior or not figures.can_draw():
-        return
-    figs = figures.posterior(res)
-    _EARLY[:] = [_parts(res), figs]
-    digest = res.spec.digest()
-    for name, fig in figs.items():
-        if not drawer.send(Path(name), digest, fig):
-            break
-
-
-# [the result's parts, its posterior figures]: what draw_early handed over, taken by the next run_files
-_EARLY: list = []
-
-
-def _parts(res) -> tuple:
-    """What a result's posterior figures are computed from (output.figures.posterior)."""
-    return (res.spec, res.sums, res.model, res.draws, res.prior, res.posterior, res.posterior_draws, res.observed,
-            res.chain)
-
-
-def _taken_early(res):
-    """The posterior figures draw_early computed from these very objects (the finished result shares them
-    with the one api.run handed over early), or None; taken once."""
-    early, _EARLY[:] = list(_EARLY), []
-    if early and len(early[0]) == len(_parts(res)) and all(a is b for a, b in zip(early[0], _parts(res))):
-        return early[1]
-    return None
-
-
-def _fill(tmp: Path, res, data: dict[str, Any], out: Path, writers: list[Writer], check: Callable[[], None],
-          drawer=None, meanwhile: Callable[[], object] | None = None) -> None:
-    from mcflops.output import figures
+def _fill(tmp: Path, res, data: dict[str, Any], out: Path, writers: list[Writer], check: Callable[[], None]) -> None:
     from mcflops.spec import resolved_document
 
-    def summary() -> None:
-        (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        files.write_yaml(tmp / "spec.resolved.yaml", resolved_document(res.spec), provenance=data)
-
     check()
-    if drawer is None:
-        summary()
-        for write in [*writers, _headline(res, data)]:
-            check()
-            write(tmp)
-        if meanwhile is not None:
-            meanwhile()
-    else:  # the figures shared with the drawing process, the other files written meanwhile
-        jobs = [(name, fig, b.spec_hash) for b in writers if isinstance(b, figures.Batch)
-                for name, fig in b.figures.items()]
-        drawer.hand_over(tmp, jobs)  # to its idle workers now, before the headline's densities are computed
-        head = _headline(res, data)
-        jobs += [(name, fig, head.spec_hash) for name, fig in head.figures.items()]
-        others = [summary, *(lambda w=w: w(tmp) for w in writers if not isinstance(w, figures.Batch))]
-        drawer.draw(tmp, jobs, before=[*others, *([meanwhile] if meanwhile is not None else [])], check=check)
+    (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    files.write_yaml(tmp / "spec.resolved.yaml", resolved_document(res.spec), provenance=data)
+    for write in [*writers, _headline(res, data)]:
+        check()
+        write(tmp)
     check()
     _write_report(tmp, out)  # last: it embeds the figures written before it
     check()

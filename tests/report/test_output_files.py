@@ -160,3 +160,21 @@ def test_figures_do_not_import_pyplot(tmp_path):
             f"style.save(fig, {str(tmp_path / 'a.png')!r})\n"
             "assert 'matplotlib.pyplot' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_without_h5netcdf_the_folder_says_so(res, tmp_path, monkeypatch):
+    """netcdf.available finds h5netcdf and h5py without importing them; where either is missing, the folder
+    goes without posterior.nc and summary.json's notes say why."""
+    import json
+
+    from mcflops import output
+
+    assert res.posterior
+    for name in ("h5netcdf", "h5py"):
+        with monkeypatch.context() as m:
+            m.setitem(sys.modules, name, None)  # as if not installed
+            output.write_run(tmp_path / name, res, field="out")
+        notes = json.loads((tmp_path / name / "summary.json").read_text())["notes"]
+        assert output.NETCDF_MISSING in notes and not (tmp_path / name / "posterior.nc").exists()
+    output.write_run(tmp_path / "both", res, field="out")
+    assert (tmp_path / "both" / "posterior.nc").exists()
