@@ -104,7 +104,7 @@ def test_shipped_fit_matches_the_data_and_the_code():
     """mcflops/data/calibration_fit.json was made from the shipped runs by this model (else: regenerate
     it with `mcflops calibrate --write`), it converged, and its leave-one-out 90% intervals cover about 90% of
     the runs: with 50 scored runs a calibrated interval's coverage has sd sqrt(0.9 x 0.1 / 50) = 0.042, so
-    0.80 is 2.4 sd below (a false failure under 1%). The error and width targets are reported (README,
+    0.80 is 2.4 sd below (a false failure under 1%). The error and width targets are reported (docs/calibration.md,
     RESULTS), not asserted: the model is the one the grouped validation chose, not one tuned to them."""
     fit = derived.load_fit()
     runs = cal.load_runs()
