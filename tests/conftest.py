@@ -12,13 +12,14 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 from mcflops import engine  # noqa: E402
 
-# One CPU device per test process: xdist's two workers already keep both cores busy, and a program sharded over
-# two devices in each of them compiled and ran 8% more CPU for the same sums (blocks are keyed by index, so
-# the answer does not depend on the device count). The multi-device paths are tested where they are the
-# claim, in child processes with their own device count (tests/engine/test_devices.py,
-# tests/test_reproducible.py, tests/cli/test_multiprocess.py); children of the tests get mcflops' default.
-jax.config.update("jax_num_cpu_devices", 1)
-engine.setup()  # as a run does, before any JAX computation (it keeps the device count set above)
+# One CPU device per test process, and per process a test starts (the environment is inherited): xdist's two
+# workers already keep both cores busy, and a program sharded over two devices in each of them compiled and
+# ran 8% more CPU for the same sums (blocks are keyed by index, so the answer does not depend on the device
+# count); children with one device also load the programs the tests compiled. The multi-device paths are
+# tested where they are the claim, in child processes that set their own device count
+# (tests/engine/test_devices.py, tests/test_reproducible.py, tests/cli/test_multiprocess.py, test_setup.py).
+os.environ.setdefault("MCFLOPS_CPU_DEVICES", "1")
+engine.setup()  # as a run does, before any JAX computation
 
 # JAX's persistent compilation cache in the folder `mcflops run` keeps it in (engine.use_cache: the user's cache
 # folder, MCFLOPS_JAX_CACHE, off with MCFLOPS_NO_CACHE=1), from the first compile on: the folder the CLI tests
