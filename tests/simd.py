@@ -19,3 +19,12 @@ def avx2_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     flags = " ".join(f for f in (env.get("XLA_FLAGS", ""), AVX2["XLA_FLAGS"]) if f)
     return {**env, "NPY_DISABLE_CPU_FEATURES": AVX2["NPY_DISABLE_CPU_FEATURES"], "XLA_FLAGS": flags}
+
+
+def with_host_devices(n: int, base: dict[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) with ``n`` XLA host devices, the XLA flags already
+    set kept: a child started under the AVX2 environment must stay on the AVX2 paths its parent takes,
+    or the two differ in the last bits for a reason that is not the one under test."""
+    env = dict(os.environ if base is None else base)
+    kept = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+    return {**env, "XLA_FLAGS": " ".join([*kept, f"--xla_force_host_platform_device_count={n}"])}

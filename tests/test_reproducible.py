@@ -17,6 +17,7 @@ from pathlib import Path
 from mcflops import __version__
 from mcflops.cli.main import main
 from mcflops.spec import load_spec
+from tests.simd import with_host_devices
 
 HERE = Path(__file__).parent
 OK = HERE / "bad" / "ok" / "small.yaml"
@@ -50,8 +51,7 @@ def _bytes_without_volatile(path: Path) -> bytes:
 
 def _two_device_run(out: Path) -> subprocess.Popen:
     """`mcflops run` in a new interpreter (another hash seed) with two XLA host devices sharing the blocks."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONHASHSEED": "12345",
-           "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "PYTHONPATH": str(HERE.parent)}
+    env = {**with_host_devices(2), "JAX_PLATFORMS": "cpu", "PYTHONHASHSEED": "12345", "PYTHONPATH": str(HERE.parent)}
     return subprocess.Popen([sys.executable, "-m", "mcflops.cli", "run", str(OK), "--out", str(out), "--quiet"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
 

@@ -27,6 +27,7 @@ from mcflops import engine
 from mcflops import model as model_mod
 from mcflops.engine import driver, exact
 from tests.oracles import scipy_dist
+from tests.simd import with_host_devices
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -60,8 +61,7 @@ _CHILD = textwrap.dedent("""
 
 
 def _child(devices: int, n: int, pool: int, cache_env: dict) -> dict:
-    env = {**os.environ, **cache_env, "JAX_PLATFORMS": "cpu",
-           "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+    env = {**with_host_devices(devices), **cache_env, "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(SPEC), str(n), str(pool)], capture_output=True,
                          check=False,
                          text=True, timeout=300, env=env, cwd=ROOT)
