@@ -17,6 +17,7 @@ imports neither the API layer nor NumPy's heavier users before they are needed.
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING
 
 from mcflops._version import version as version
@@ -37,6 +38,10 @@ __all__ = ["Result", "Spec", "SpecError", "calibrate", "compare", "device_name",
            "resolved_dict", "run", "sample", "sensitivity", "version", "write", "__version__"]
 
 __version__ = version()
+
+# NumPyro imports tqdm.auto, which warns in a Jupyter kernel without ipywidgets; mcflops shows no tqdm bar
+# (its progress is its own), so the warning only puts a red box under a notebook's first posterior
+warnings.filterwarnings("ignore", message="IProgress not found", module="tqdm")
 
 
 def __getattr__(name: str):

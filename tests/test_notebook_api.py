@@ -200,7 +200,10 @@ def test_readme_python_example_runs(monkeypatch, capsys):
 
 
 def test_the_notebook_executes(monkeypatch, jax_cache_env):
-    """reports/notebook.ipynb, executed top to bottom in a fresh kernel from the repository root."""
+    """reports/notebook.ipynb, executed top to bottom in a fresh kernel started in reports/ (where Jupyter
+    starts it), and committed with its outputs (a reader on GitHub sees them): the fresh outputs say what the
+    committed ones say, at the precision they are printed with."""
+    import copy
     from pathlib import Path
 
     nbformat = pytest.importorskip("nbformat")
@@ -210,10 +213,43 @@ def test_the_notebook_executes(monkeypatch, jax_cache_env):
     for k, v in jax_cache_env.items():  # the kernel loads what the tests compiled (the README's example's runs)
         monkeypatch.setenv(k, v)
     root = Path(__file__).resolve().parents[1]
-    nb = nbformat.read(root / "reports" / "notebook.ipynb", as_version=4)
-    code = "".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert "mcflops." in code and "from mcflops" not in code and "mcflops.api" not in code  # the public API only
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(root)}}).execute()
+    committed = nbformat.read(root / "reports" / "notebook.ipynb", as_version=4)
+    code = [c for c in committed.cells if c.cell_type == "code"]
+    src = "".join(c.source for c in code)
+    assert "mcflops." in src and "from mcflops" not in src and "mcflops.api" not in src  # the public API only
+    assert all(c.outputs for c in code), "committed with its outputs"
+    nb = copy.deepcopy(committed)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(root / "reports")}}).execute()
     first = nb.cells[1].outputs[0]["data"]
     assert "text/html" in first and "gpu_hours" in first["text/html"] and "Result(llama405b" in first["text/plain"]
     assert "0.35" in nb.cells[-1].outputs[0]["data"]["text/plain"]
+    for new, old in zip(nb.cells, committed.cells):
+        if new.cell_type == "code":
+            fresh, kept = _texts(new), _texts(old)
+            assert [_words(t) for t in fresh] == [_words(t) for t in kept], new.source
+            for a, b in zip(fresh, kept):  # float32 sums: rounding is ~1e-7 of a value, 1e-4 leaves 1000x room
+                np.testing.assert_allclose(_numbers(a), _numbers(b), rtol=1e-4, err_msg=new.source)
+
+
+_NUM = r"-?\d[\d,]*\.?\d*(?:e[+-]?\d+)?"
+
+
+def _texts(cell) -> list[str]:
+    """A cell's plain-text outputs, the run's header (device and seconds: this machine's) left out."""
+    import re
+
+    out = [o.get("data", {}).get("text/plain", o.get("text", "")) for o in cell.outputs]
+    return [re.sub(r"seed (\d+), [^,]+, [0-9.]+ s\)", r"seed \1)", t) for t in out]
+
+
+def _words(text: str) -> str:
+    import re
+
+    return re.sub(_NUM, "#", text)
+
+
+def _numbers(text: str) -> list[float]:
+    import re
+
+    return [float(x.replace(",", "")) for x in re.findall(_NUM, text)]

@@ -16,7 +16,9 @@ from mcflops import chain as napkin
 
 from mcflops.errors import SpecError
 from mcflops.spec import SensitivityOptions, Spec, check_samples, load_spec, plan_options, sensitivity_options
+from mcflops.api.args import Call
 from mcflops.api.result import Result, jsonable, device_name
+from mcflops.errors import kind as _kind
 
 SpecLike = Spec | str | Path | Mapping
 Progress = Callable[[int, int], None] | None
@@ -37,13 +39,27 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
     ``phase``: called with the name of each stage as it starts ("compiling", then ``progress`` counts the
     blocks; "analysing: ..."), for a display; it computes nothing.
     """
+    return _run(Call("run"), spec, samples=samples, seed=seed, key=key, progress=progress, posterior=posterior,
+                method=method, sensitivity=sensitivity, nuts=nuts, phase=phase)
 
+
+def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior, method, sensitivity, nuts,
+         phase) -> Result:
+    """run's work, its arguments checked in the name of ``call`` (run, sample or sensitivity)."""
     from mcflops import engine
-    from mcflops.model import compute as model_mod
     from mcflops.engine import summary
+    from mcflops.inference.update import METHODS
+    from mcflops.model import compute as model_mod
 
+    spec = _overridden(call, spec, samples, seed)
+    progress, phase = call.callback(progress, "progress"), call.callback(phase, "phase")
+    posterior = call.flag(posterior, "posterior")
+    method = call.choice(method, "method", METHODS)
+    if not isinstance(sensitivity, SensitivityOptions):
+        sensitivity = call.flag(sensitivity, "sensitivity")
+    nuts = call.nuts(nuts)
     engine.setup()  # devices and hosts, before the first JAX computation (idempotent)
-    spec = _overridden(spec, samples, seed)
+    key = call.key(key)
     samples, seed = spec.samples, spec.seed
     # the file's sensitivity: block (checked at load), or options with the command line's overrides
     sens_opts = sensitivity if isinstance(sensitivity, SensitivityOptions) else spec.sensitivity if sensitivity else None
@@ -82,7 +98,7 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
             say("analysing: the posterior")
             sampler = nuts_mod.run_nuts if nuts_mod.available() else None
             post = inference.posterior(key, spec, m, sums, lik, method=method, sampler=sampler,
-                                       **(nuts or {}))  # chains, warmup, draws
+                                       **nuts)  # chains, warmup, draws
         chain = napkin.chain(spec)
         sens_out = None
         if sens_opts is not None:  # tornado, Sobol, correlations, sweeps -> summary.json "sensitivity"
@@ -122,15 +138,11 @@ def _layout(spec: Spec, post) -> dict[str, Any] | None:
     return jsonable(explain(lp, posterior_mfu=pm, goodput=g))
 
 
-def _overridden(spec: SpecLike, samples: int | None, seed: int | None) -> Spec:
-    """``spec`` loaded (a path or a mapping), with ``samples`` and ``seed`` checked as the CLI checks them."""
-    if not isinstance(spec, Spec):
-        spec = load_spec(spec)
-    samples = spec.samples if samples is None else int(samples)
-    check_samples(samples, lambda m, *a: SpecError(m, field="--samples"))
-    seed = spec.seed if seed is None else int(seed)
-    if not 0 <= seed < 2**63:  # a prior file's seed: and --seed have the same bounds
-        raise SpecError(f"expected a seed from 0 to 2**63 - 1, got {seed}", field="--seed")
+def _overridden(call: Call, spec: SpecLike, samples: Any, seed: Any) -> Spec:
+    """``spec`` loaded (a path or a mapping), with ``samples`` and ``seed`` checked as a prior file's are."""
+    spec = call.spec(spec)
+    samples = spec.samples if samples is None else call.samples(samples)
+    seed = spec.seed if seed is None else call.seed(seed)
     if samples != spec.samples or seed != spec.seed:
         spec = Spec(**{**spec.__dict__, "samples": samples, "seed": seed})
     return spec
@@ -139,7 +151,8 @@ def _overridden(spec: SpecLike, samples: int | None, seed: int | None) -> Spec:
 def sample(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, key=None,
            progress: Progress = None) -> Result:
     """The prior predictive only (``mcflops sample``): no posterior, no sensitivity analysis."""
-    return run(spec, samples=samples, seed=seed, key=key, progress=progress, posterior=False)
+    return _run(Call("sample"), spec, samples=samples, seed=seed, key=key, progress=progress, posterior=False,
+                method="auto", sensitivity=False, nuts=None, phase=None)
 
 
 def plan(spec: SpecLike, *, deadline_days=None, prob=None, gpus=None, budget_hours=None, budget_usd=None,
@@ -150,10 +163,13 @@ def plan(spec: SpecLike, *, deadline_days=None, prob=None, gpus=None, budget_hou
     from mcflops import engine
     from mcflops.analysis import plan as plan_mod
 
-    engine.setup()
-    spec = _overridden(spec, samples, seed)
+    call = Call("plan")
+    spec = _overridden(call, spec, samples, seed)
     opts = plan_options(spec, deadline_days=deadline_days, prob=prob, gpus=gpus, budget_hours=budget_hours,
-                        budget_usd=budget_usd)
+                        budget_usd=budget_usd, label=call.label)
+    posterior, progress = call.flag(posterior, "posterior"), call.callback(progress, "progress")
+    engine.setup()
+    key = call.key(key)
     return jsonable(plan_mod.plan(spec, opts, posterior=posterior, key=key, progress=progress))
 
 
@@ -168,9 +184,18 @@ def compare(spec_a: SpecLike, spec_b: SpecLike, *, output: str = "gpu_hours", sa
     from mcflops import engine
     from mcflops.analysis import compare as compare_mod
 
+    call = Call("compare")
+    a = _overridden(call, spec_a, samples, seed)
+    b = Call("compare").spec(spec_b)
+    if not isinstance(output, str):
+        raise call.error("output", f"expected the name of an output (gpu_hours, wall_days, ...), got {_kind(output)}")
+    if couple is not None and not isinstance(couple, (Mapping, list, tuple)):
+        raise call.error("couple", f"expected a mapping like {{'mfu': 0.7}} or a list like ['mfu=0.7'], "
+                                   f"got {_kind(couple)}")
+    couple = compare_mod.parse_couple(couple, field=call.label("couple")) if couple is not None else None
+    posterior, progress = call.flag(posterior, "posterior"), call.callback(progress, "progress")
     engine.setup()
-    a = _overridden(spec_a, samples, seed)
-    b = spec_b if isinstance(spec_b, Spec) else load_spec(spec_b)
+    key = call.key(key)
     return jsonable(compare_mod.compare(a, b, output=output, couple=couple, posterior=posterior, key=key,
                                         progress=progress))
 
@@ -180,9 +205,15 @@ def sensitivity(spec: SpecLike, *, output: str | None = None, sweeps: list[str] 
                 seed: int | None = None, key=None, progress: Progress = None) -> dict[str, Any]:
     """``mcflops sensitivity``: tornado, Sobol and Shapley indices, correlations, sweeps (the options override
     the file's ``sensitivity:`` block; ``sweeps`` as ``["mfu=0.30:0.45"]``); what sensitivity.json holds."""
-    spec = _overridden(spec, samples, seed)
-    opts = sensitivity_options(spec, output=output, sweeps=sweeps, points=points, sobol_samples=sobol_samples)
-    res = run(spec, key=key, progress=progress, sensitivity=opts)
+    call = Call("sensitivity")
+    spec = _overridden(call, spec, samples, seed)
+    if sweeps is not None and not isinstance(sweeps, (Mapping, list, tuple)):
+        raise call.error("sweeps", f"expected a mapping like {{'mfu': [0.3, 0.45]}} or a list like "
+                                   f"['mfu=0.30:0.45'], got {_kind(sweeps)}")
+    opts = sensitivity_options(spec, output=output, sweeps=sweeps, points=points, sobol_samples=sobol_samples,
+                               label=call.label)
+    res = _run(call, spec, samples=None, seed=None, key=key, progress=progress, posterior=True, method="auto",
+               sensitivity=opts, nuts=None, phase=None)
     return jsonable({"name": spec.name, "seed": res.seed, "samples": res.samples, **res.sensitivity})
 
 
@@ -195,10 +226,12 @@ def calibrate(*, chains: int = 4, draws: int = 300, seed: int = 0, key=None, loo
     from mcflops import calibration as cal
     from mcflops import engine
 
-    if int(chains) < 1 or int(draws) < 50:
-        raise SpecError("expected chains >= 1 and draws >= 50", field="--draws")
+    call = Call("calibrate")
+    chains, draws = call.whole(chains, "chains", 1, 64), call.whole(draws, "draws", 50, 100_000)
+    seed, loo = call.seed(seed), call.flag(loo, "loo")
     engine.setup()
-    cfg = cal.Config(chains=int(chains), warmup=int(draws), draws=int(draws))
+    key = call.key(key)
+    cfg = cal.Config(chains=chains, warmup=draws, draws=draws)
     runs = cal.load_runs()
     key = engine.seed_key(seed) if key is None else key
     fit = cal.fit(jax.random.fold_in(key, 0), runs, cfg)
@@ -212,8 +245,15 @@ def write(kind: str, data: Mapping[str, Any], out: str | Path) -> None:
     """Write what ``mcflops KIND --out OUT`` writes from the dict :func:`plan`, :func:`compare`,
     :func:`sensitivity` or :func:`calibrate` returned (``kind``: their name): the JSON file and its figures."""
     from mcflops import output
+    from mcflops.output.folder import ANALYSES
 
-    output.write_analysis(kind, data, Path(out))
+    call = Call("write")
+    kind_ = call.choice(kind, "kind", tuple(ANALYSES))
+    if not isinstance(data, Mapping):
+        raise call.error("data", f"expected the dict mcflops.{kind_}() returned, got {_kind(data)}")
+    if not isinstance(out, (str, Path)) or not str(out).strip():
+        raise call.error("out", f"expected a folder's path, got {_kind(out)}")
+    output.write_analysis(kind_, data, Path(out), where=str(out))
 
 
 @contextmanager

@@ -133,15 +133,17 @@ class Result:
         return float(out) if out.ndim == 0 else out
 
     def table(self):
-        """The summaries as rows (quantity, distribution, mean, sd, p5..p95, mcse_p50): a pandas DataFrame
-        when pandas is installed, else a list of dicts."""
+        """The summaries of every input and output as rows (quantity, distribution, mean, sd, p5..p95,
+        mcse_p50): a pandas DataFrame when pandas is installed, else a list of dicts. Derived entries with
+        fewer statistics (the posterior's ``mfu_x_goodput``: p5, p50, p95 and log-sds) stay in
+        ``res.posterior``: a row of them would be half empty."""
         from mcflops.engine.summary import QUANTILES
 
         cols = ("mean", "sd", *QUANTILES, "mcse_p50")
         rows = []
         for which, stats in (("prior", self.prior), ("posterior", self.posterior or {})):
             for name, st in stats.items():
-                if isinstance(st, dict) and "p50" in st:
+                if isinstance(st, dict) and all(c in st for c in cols):
                     rows.append({"quantity": name, "distribution": which, **{c: st.get(c) for c in cols}})
         try:
             import pandas

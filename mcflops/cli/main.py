@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from mcflops import output
 from mcflops.cli import signals
-from mcflops.cli.args import EXIT_BAD_INPUT, build_parser
+from mcflops.cli.args import EXIT_BAD_INPUT, as_flag, build_parser
 from mcflops.cli.session import release_outputs
 from mcflops.errors import SpecError
 from mcflops.priors import memo
@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             signals.check_interrupt()  # arrived after the last stage: still not a clean exit
             return rc
         except SpecError as e:
-            print(f"mcflops: {e}", file=sys.stderr)
+            print(f"mcflops: {as_flag(e)}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except KeyboardInterrupt as e:
             signum = getattr(e, "signum", None) or signals.received() or signal.SIGINT

@@ -78,11 +78,15 @@ def _groups(res) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, 
     def values(draws: Mapping[str, np.ndarray], like: np.ndarray) -> dict[str, np.ndarray]:
         return {n: draws[n] if n in draws else np.full(like.shape, fixed[n]) for n in spec.observe}
 
-    like = next(iter(posterior.values())) if posterior else np.zeros((1, 1))
-    data: dict[str, dict[str, np.ndarray]] = {"posterior": posterior, "prior": prior}
+    # only the groups that hold something: an empty posterior group (a prior-only run) makes ArviZ's
+    # summaries raise, and a log-likelihood belongs to posterior draws
+    data: dict[str, dict[str, np.ndarray]] = {"posterior": posterior, "prior": prior} if posterior else \
+        {"prior": prior}
     var_attrs: dict[str, dict[str, Any]] = {}
     if spec.observe:
-        data["log_likelihood"] = pointwise_log_likelihood(spec, values(posterior, like))
+        if posterior:
+            like = next(iter(posterior.values()))
+            data["log_likelihood"] = pointwise_log_likelihood(spec, values(posterior, like))
         data["observed_data"] = {n: np.asarray(o.value if o.noise != "between" else 0.5 * (o.low + o.high),
                                                np.float64) for n, o in spec.observe.items()}
         for n, o in spec.observe.items():

@@ -4,8 +4,8 @@ computing them again.
 
 ``persistent(fn)`` wraps a pure function of a prior (keyed by ``dist_key``) or of plain numbers.
 Once ``use()`` has named a folder, a result is stored under a key of everything it depends on: the
-function's name, its arguments, NumPy's and scipy's versions, the machine and the bytes of every file of
-the mcflops package. Values come back bit for bit (pickled floats and float64 arrays). An entry whose
+function's name, its arguments, NumPy's and scipy's versions, the machine and the SIMD paths NumPy takes on
+it, and the bytes of every file of the mcflops package. Values come back bit for bit (pickled floats and float64 arrays). An entry whose
 header, key or checksum does not match is ignored and replaced; failing to read or write the folder only
 costs the computation. Only results are stored: a call that raises raises again next time.
 
@@ -81,7 +81,18 @@ def _version_text() -> str:
         scipy = version("scipy")  # without importing it: that is what the cache saves
     except Exception:  # noqa: BLE001 - not installed, or no metadata: then nothing is keyed on it
         scipy = "?"
-    return f"numpy {numpy.__version__} scipy {scipy} {platform.machine()} package {package_digest()}"
+    return f"numpy {numpy.__version__} scipy {scipy} {platform.machine()} {_simd()} package {package_digest()}"
+
+
+def _simd() -> str:
+    """The instruction sets NumPy dispatches to here: its loops add in another order on AVX2 than on AVX-512
+    (and NPY_DISABLE_CPU_FEATURES changes them), so a result computed on one path is not reused on another,
+    where it would differ in its last bits from the same computation done here."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # a NumPy that keeps it elsewhere: the machine's name alone, as before
+        return ""
+    return ",".join(sorted(k for k, on in features.items() if on))
 
 
 def dist_key(d) -> tuple:

@@ -8,12 +8,13 @@ load: what a run, an analysis or a plan reads from a Spec has been checked.
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 from typing import Mapping
 
 from mcflops import chain as napkin
-from mcflops.errors import closest, kind
+from mcflops.errors import SpecError, closest, kind
 from mcflops.spec.compare import compare_block
 from mcflops.priors.dist import tail_quantiles
 from mcflops.spec.correlations import correlations_block
@@ -24,6 +25,7 @@ from mcflops.spec.machine import params_from_architecture, parse_architecture, p
 from mcflops.spec.notes import spec_notes
 from mcflops.spec.observe import parse_observations
 from mcflops.spec.options import plan_block, sensitivity_block
+from mcflops.spec.plain import check_plain
 from mcflops.spec.ratio import resolve_ratios
 from mcflops.spec.reader import check_texts, read_yaml
 from mcflops.spec.recipes import count_dependent
@@ -49,8 +51,12 @@ def load_spec(source: str | Path | Mapping, *, path: str | None = None) -> Spec:
 
     with np.errstate(all="ignore"):
         if isinstance(source, Mapping):
+            check_plain(source, path or "<dict>")  # before any walk: a dict inside itself would never end
             check_texts(source, path or "<dict>")  # a file's text is checked as it is read (with its line)
             return _build(source, Fields(path or "<dict>"))
+        if not isinstance(source, (str, os.PathLike)):
+            raise SpecError(f"expected a prior file's path or a mapping, got {kind(source)}",
+                            field="mcflops.load_spec(source=)")
         p = Path(source)
         return _build(read_yaml(p), Fields(str(source)))
 

@@ -8,10 +8,11 @@ the command line's values are checked together, the same way, and an error names
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from mcflops.errors import kind
 from mcflops.numbers import parse_number
 from mcflops.spec.fields import Fields
 from mcflops.spec.resolved import plain
@@ -19,6 +20,12 @@ from mcflops.spec.types import INPUTS, SOBOL_BASE, SWEEP_POINTS, PlanOptions, Se
 
 SENSITIVITY_KEYS = ("output", "sobol_samples", "points", "sweep")
 PLAN_KEYS = ("deadline_days", "prob", "gpus", "budget_hours", "budget_usd")
+
+
+def flag(arg: str) -> str:
+    """The command-line flag of an option's Python argument: how an error names it unless the caller (the
+    API) names its own arguments."""
+    return {"sweeps": "--sweep"}.get(arg, "--" + arg.replace("_", "-"))
 
 
 # ----------------------------------------------------------------------------- sensitivity:
@@ -30,19 +37,22 @@ def sensitivity_block(where: Fields, data: Mapping, spec: Spec) -> SensitivityOp
     return _sensitivity(where, data, spec)
 
 
-def sensitivity_options(spec: Spec, *, output: str | None = None, sweeps: list[str] | None = None,
-                        points: int | None = None, sobol_samples: int | None = None) -> SensitivityOptions:
+def sensitivity_options(spec: Spec, *, output: str | None = None,
+                        sweeps: list[str] | Mapping[str, Any] | None = None, points: int | None = None,
+                        sobol_samples: int | None = None, label: Callable[[str], str] = flag) -> SensitivityOptions:
     """The spec's sensitivity options, with the command line's values (None: the file's). ``sweeps`` are
-    ``mfu=0.30:0.45`` (a grid of ``points`` values) or ``mfu=0.40,0.30`` (those values)."""
+    ``mfu=0.30:0.45`` (a grid of ``points`` values) or ``mfu=0.40,0.30`` (those values), or a mapping in the
+    file's own terms (``{"mfu": [0.30, 0.45]}``, ``{"mfu": {"values": [0.4, 0.3]}}``, ``{"pp": [8, 16]}``).
+    ``label`` names an argument in an error (default: its command-line flag)."""
     if output is None and not sweeps and points is None and sobol_samples is None:
         return spec.sensitivity
     return _sensitivity(Fields(spec.path), {"sensitivity": spec.sensitivity.written}, spec, output=output,
-                        sweeps=sweeps, points=points, sobol_samples=sobol_samples)
+                        sweeps=sweeps, points=points, sobol_samples=sobol_samples, label=label)
 
 
 def _sensitivity(where: Fields, parent: Mapping, spec: Spec, *, output: str | None = None,
-                 sweeps: list[str] | None = None, points: int | None = None,
-                 sobol_samples: int | None = None) -> SensitivityOptions:
+                 sweeps: list[str] | Mapping[str, Any] | None = None, points: int | None = None,
+                 sobol_samples: int | None = None, label: Callable[[str], str] = flag) -> SensitivityOptions:
     node = parent.get("sensitivity")
     node = {} if node is None else node
     if not isinstance(node, Mapping):
@@ -50,13 +60,13 @@ def _sensitivity(where: Fields, parent: Mapping, spec: Spec, *, output: str | No
                           "sensitivity")
     where.keys(node, SENSITIVITY_KEYS, "sensitivity")
     here = where.at(node, "output" if "output" in node else None, "sensitivity.output") if output is None \
-        else Fields(where.path, field="--output")
+        else Fields(where.path, field=label("output"))
     out = node.get("output", "gpu_hours") if output is None else output
     if out not in spec.outputs:
         raise here.error(f"'{out}' is not an output of this file (outputs: {', '.join(spec.outputs)})")
-    p = _whole(where, node, "points", points, SWEEP_POINTS, 2, 256, "grid points in [2, 256]")
+    p = _whole(where, node, "points", points, SWEEP_POINTS, 2, 256, "grid points in [2, 256]", label)
     n = _whole(where, node, "sobol_samples", sobol_samples, SOBOL_BASE, 1024, 1 << 26,
-               "base draws in [1024, 2^26]")
+               "base draws in [1024, 2^26]", label)
     grid: dict[str, tuple[float, ...]] = {}
     layout_grid: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
     sw = node.get("sweep", {})
@@ -69,8 +79,25 @@ def _sensitivity(where: Fields, parent: Mapping, spec: Spec, *, output: str | No
             layout_grid[str(name)] = _layout_values(here, spec, str(name), raw)
             continue
         grid[str(name)] = _sweep_values(here, spec, str(name), sw[name], p)
-    for text in sweeps or ():
-        here = Fields(where.path, field="--sweep")
+    given = sweeps.items() if isinstance(sweeps, Mapping) else ()
+    for name, raw in given:  # the API's mapping, in the file's terms (or a command line's text per input)
+        here = Fields(where.path, field=f"{label('sweeps')}[{name!r}]")
+        if not isinstance(name, str):
+            raise here.error(f"expected an input's name, got {kind(name)}")
+        if isinstance(raw, str):  # "0.30:0.45" or "0.40,0.30", as after --sweep mfu=
+            if _is_layout_field(spec, name):
+                layout_grid[name] = _layout_values(here, spec, name, raw.split(","))
+            else:
+                grid[name] = _sweep_arg(here, spec, f"{name}={raw}", p)[1]
+        elif _is_layout_field(spec, name):
+            raw = raw["values"] if isinstance(raw, Mapping) and set(raw) == {"values"} else raw
+            layout_grid[name] = _layout_values(here, spec, name, raw)
+        else:
+            grid[name] = _sweep_values(here, spec, name, raw, p)
+    for text in (() if isinstance(sweeps, Mapping) else sweeps or ()):
+        here = Fields(where.path, field=label("sweeps"))
+        if not isinstance(text, str):
+            raise here.error(f"expected text like mfu=0.30:0.45, got {kind(text)}")
         name, _, rest = text.partition("=")
         if _is_layout_field(spec, name.strip()) and rest:
             layout_grid[name.strip()] = _layout_values(here, spec, name.strip(), rest.split(","))
@@ -120,10 +147,10 @@ def _layout_values(here: Fields, spec: Spec, name: str, raw: Any) -> tuple[tuple
     return tuple(vals), tuple(dists)
 
 
-def _whole(where: Fields, node: Mapping, key: str, cli: Any, default: int, lo: int, hi: int, what: str) -> int:
+def _whole(where: Fields, node: Mapping, key: str, cli: Any, default: int, lo: int, hi: int, what: str,
+           label: Callable[[str], str] = flag) -> int:
     """A whole number in [lo, hi]: the command line's (``--points``), else the file's, else the default."""
-    here = where.at(node, key, f"sensitivity.{key}") if cli is None else \
-        Fields(where.path, field="--" + key.replace("_", "-"))
+    here = where.at(node, key, f"sensitivity.{key}") if cli is None else Fields(where.path, field=label(key))
     v = node.get(key, default) if cli is None else cli
     x = parse_number(v)
     if x is None or x != int(x) or not lo <= x <= hi:
@@ -174,17 +201,18 @@ def plan_block(where: Fields, data: Mapping, spec: Spec) -> PlanOptions:
 
 
 def plan_options(spec: Spec, *, deadline_days: Any = None, prob: Any = None, gpus: Any = None,
-                 budget_hours: Any = None, budget_usd: Any = None) -> PlanOptions:
+                 budget_hours: Any = None, budget_usd: Any = None, label: Callable[[str], str] = flag) -> PlanOptions:
     """The spec's plan options, with the command line's values (numbers or their text, ``2M``; None: the
-    file's)."""
+    file's). ``label`` names an argument in an error (default: its command-line flag)."""
     cli = {"deadline_days": deadline_days, "prob": prob, "gpus": gpus, "budget_hours": budget_hours,
            "budget_usd": budget_usd}
     if all(v is None for v in cli.values()):
         return spec.plan
-    return _plan(Fields(spec.path), {"plan": spec.plan.written}, spec, cli)
+    return _plan(Fields(spec.path), {"plan": spec.plan.written}, spec, cli, label)
 
 
-def _plan(where: Fields, parent: Mapping, spec: Spec, cli: Mapping[str, Any]) -> PlanOptions:
+def _plan(where: Fields, parent: Mapping, spec: Spec, cli: Mapping[str, Any],
+          label: Callable[[str], str] = flag) -> PlanOptions:
     node = parent.get("plan")
     node = {} if node is None else node
     if not isinstance(node, Mapping):
@@ -196,7 +224,7 @@ def _plan(where: Fields, parent: Mapping, spec: Spec, cli: Mapping[str, Any]) ->
         v = cli[k] if from_cli else node.get(k)
         if v is None:
             continue
-        here = Fields(where.path, field=f"--{k.replace('_', '-')}") if from_cli else where.at(node, k, f"plan.{k}")
+        here = Fields(where.path, field=label(k)) if from_cli else where.at(node, k, f"plan.{k}")
         x = parse_number(v)
         if x is None or x <= 0:
             raise here.error(f"expected a number > 0, got {v!r}")
@@ -208,7 +236,7 @@ def _plan(where: Fields, parent: Mapping, spec: Spec, cli: Mapping[str, Any]) ->
             x = int(x)
         vals[k] = x
     if "budget_usd" in vals and "price" not in spec.priors:
-        here = Fields(where.path, field="--budget-usd") if cli.get("budget_usd") is not None \
+        here = Fields(where.path, field=label("budget_usd")) if cli.get("budget_usd") is not None \
             else where.at(node, "budget_usd", "plan.budget_usd")
         raise here.error("a dollar budget needs a `price` prior (USD per accelerator-hour) in the file")
     return PlanOptions(**vals, written=plain(parent.get("plan")))
