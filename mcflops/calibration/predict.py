@@ -68,7 +68,10 @@ def population_table(fit: Fit) -> list[dict[str, Any]]:
     rows = []
     for acc in ("a100", "h100-sxm", "tpu-v4", "b200"):
         fam = derived.accelerator_family(acc)
-        note = "" if fam in fitd["families"] else f"no published run on {acc}: the population spread of families applies"
+        before = derived.predecessor(fam, fitd["families"])
+        note = "" if fam in fitd["families"] else f"no published run on {acc}: " + (
+            f"its predecessor's effect ({before}) with the spread of families added" if before
+            else "the population spread of families applies")
         for n in (7e9, 70e9, 400e9):
             q = np.exp(derived.log_u_quantiles(*derived.predictive(fitd, n, acc, False), PROBS, df=fit.config.run_df))
             rows.append({"accelerator": acc, "params": n, "p5": q[0], "p50": q[1], "p95": q[2], "note": note})

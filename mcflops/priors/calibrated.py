@@ -27,6 +27,14 @@ from mcflops.numbers import format_number
 FAMILY = {"h100-sxm": "hopper", "h100-pcie": "hopper", "h800": "hopper", "h200": "hopper",
           "a100": "ampere", "v100": "volta", "b200": "blackwell", "mi300x": "cdna3",
           "tpu-v3": "tpu-v3", "tpu-v4": "tpu-v4", "tpu-v5p": "tpu-v5p"}
+# A family's measured predecessor: a chip with no published run takes its predecessor's effect, not the
+# population's mean. Exchangeable families rank a new chip (B200) above its measured predecessor (H100) with
+# no evidence, where the shipped fit itself reads Hopper below Ampere: new parts start below their peak's
+# promise while kernels and compilers catch up. So the new family's effect is the predecessor's plus a new
+# draw of the between-family spread (tau_acc^2 added): a random walk over generations, not a draw around
+# the population mean.
+PREDECESSOR = {"blackwell": "hopper", "hopper": "ampere", "ampere": "volta", "tpu-v5p": "tpu-v4",
+               "tpu-v4": "tpu-v3"}
 # Covariates of logit(u), with fixed (not data-dependent) centring so that every fit uses one scale.
 PARAMS_REF = 1e10  # log10(N / 1e10): 0 at 10B parameters (active parameters for MoE)
 PEAK_REF = 312e12  # log2(peak / 312 TFLOP/s): 0 at the A100, 1.66 at the H100
@@ -38,6 +46,17 @@ LABEL = "MFU x goodput (effective utilization)"  # what the calibrated prior is,
 
 def accelerator_family(acc_id: str) -> str:
     return FAMILY.get(acc_id, acc_id)
+
+
+def predecessor(family: str, measured) -> str | None:
+    """The nearest earlier family with published runs in ``measured`` (PREDECESSOR's chain), or None."""
+    seen = set()
+    while family in PREDECESSOR and family not in seen:
+        seen.add(family)
+        family = PREDECESSOR[family]
+        if family in measured:
+            return family
+    return None
 
 
 def peak16(acc_id: str) -> float:
@@ -157,8 +176,11 @@ def predictive(fit: Mapping[str, Any], params: float, acc_id: str, moe: bool, or
             continue
         if name in names:
             mean = mean + d[effect][:, names.index(name)]
-        else:
-            var = var + d["tau_" + effect[2:]] ** 2
+            continue
+        var = var + d["tau_" + effect[2:]] ** 2  # a new organisation or family: its own deviation is unknown
+        before = predecessor(name, names) if effect == "a_acc" else None
+        if before is not None:  # centred on the measured predecessor (PREDECESSOR), not on the population
+            mean = mean + d[effect][:, names.index(before)]
     shift = d["throughput_offset"] if kind == "throughput" and "throughput_offset" in d else np.zeros_like(mean)
     sigma = d["sigma"][:, fit["kinds"].index(kind)]
     return mean, np.sqrt(var), shift, sigma
@@ -186,7 +208,10 @@ def calibrated_prior(fit: Mapping[str, Any], params: float, acc_id: str, moe: bo
     if moe and "moe" not in fit["covariates"]:  # likewise: the validation chose no MoE term
         notes.append("the fit has no MoE term: MoE does not move the prior")
     if fam not in fit["families"]:
-        notes.append(f"no published run on {acc_id} ({fam}): the population spread of families applies"
+        before = predecessor(fam, fit["families"]) if "a_acc" in fit["draws"] else None
+        notes.append(f"no published run on {acc_id} ({fam}): "
+                     + (f"its predecessor's effect ({before}) with the spread of families added"
+                        if before else "the population spread of families applies")
                      + (", its peak held inside the data's range" if "peak_range" in fit
                         and any("peak" in c for c in fit["covariates"])
                         and not fit["peak_range"][0] <= peak16(acc_id) <= fit["peak_range"][1] else ""))

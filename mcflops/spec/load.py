@@ -18,6 +18,7 @@ from mcflops.errors import SpecError, closest, kind
 from mcflops.spec.compare import compare_block
 from mcflops.priors.dist import tail_quantiles
 from mcflops.spec.correlations import correlations_block
+from mcflops.spec.evidence import evidence_notes
 from mcflops.spec.fields import Fields
 from mcflops.spec.inputs import fill_defaults, parse_priors, resolve_recipes
 from mcflops.spec import recipes
@@ -102,7 +103,9 @@ def _build(data: Mapping, where: Fields) -> Spec:
 
     spec = Spec(name=name, description=description, seed=seed, samples=samples, hardware=hardware, flops=flops,
                 architecture=arch, priors=priors, observe={}, path=where.path,
-                notes=spec_notes(priors, hardware.accelerator, hardware.precision))
+                notes=spec_notes(priors, hardware.accelerator, hardware.precision)
+                + tuple(evidence_notes(data["priors"], priors, hardware.accelerator, hardware.precision, flops,
+                                       _moe(data))))
     _check_output_range(where, spec, data)
     observe = parse_observations(where, data, spec) if "observe" in data else {}
     _check_observed_range(where, observe, data)
@@ -113,6 +116,12 @@ def _build(data: Mapping, where: Fields) -> Spec:
                    "compare": compare_block(where, data, spec, ratios),
                    "count_dependent": {**count_dependent(where, data, hardware), **dependent},
                    "reported": parse_reported(where, data, spec)})
+
+
+def _moe(data: Mapping) -> bool:
+    """Whether the file's architecture is a mixture of experts (the calibrated prior's MoE covariate)."""
+    arch = data.get("architecture")
+    return bool(isinstance(arch, Mapping) and arch.get("experts"))
 
 
 def check_samples(samples: int, error, node=None, key=None) -> None:

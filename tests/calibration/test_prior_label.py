@@ -26,7 +26,9 @@ def test_short_description_is_the_tables_median_and_interval():
 
 
 @pytest.mark.parametrize("acc, calibrated, note", [
-    ("b200", {"org": "Meta"}, "no published run on b200 (blackwell): the population spread of families applies"),
+    ("b200", {"org": "Meta"}, "no published run on b200 (blackwell): its predecessor's effect (hopper) with the "
+                              "spread of families added"),
+    ("mi300x", True, "no published run on mi300x (cdna3): the population spread of families applies"),
     # the shipped model (chosen by the grouped validation) has no organisation effect, and says so
     ("h100-sxm", {"org": "Nobody"}, "the fit has no organisation effect (the grouped validation chose none): "
                                     "Nobody does not move the prior"),
