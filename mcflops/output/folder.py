@@ -244,9 +244,22 @@ def _cannot_write(e: OSError, where: str) -> SpecError:
 
 
 def rerender_report(folder: Path, where: str) -> None:
-    """report.md and report.html of a run folder again, from its files (each replaced atomically).
-    A summary.json mcflops could not have written (not JSON, nested too deep, fields of the wrong
-    type) is refused in one line naming it."""
+    """report.md and report.html of a run folder again, from its files (each replaced atomically), under the
+    folder's lock: a `run --out` swapping the folder meanwhile would otherwise get the previous run's report
+    written into its new folder (issue 33: summary.json of seed 2 beside report.md of seed 1), so while
+    another process writes it this refuses with FolderBusy. A summary.json mcflops could not have written
+    (not JSON, nested too deep, fields of the wrong type) is refused in one line naming it."""
+    try:
+        lock.acquire(folder, where)
+    except OSError as e:  # the lock file lives beside the folder: its parent must be writable
+        raise SpecError(f"cannot take the folder's lock: {e.strerror}", path=where) from None
+    try:
+        _rerender(folder, where)
+    finally:
+        lock.release(folder)
+
+
+def _rerender(folder: Path, where: str) -> None:
     from mcflops.report import render
 
     path = str(Path(where) / REPORT_MARKER)
@@ -274,3 +287,4 @@ def rerender_report(folder: Path, where: str) -> None:
             files.replace_text(folder / name, text)
         except OSError as e:
             raise SpecError(f"cannot write {name}: {e.strerror}", path=where) from None
+        files.WRITTEN.append(str(folder / name))  # an interrupt after this says which file it replaced

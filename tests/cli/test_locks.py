@@ -120,3 +120,25 @@ def test_racing_writers_leave_one_report_and_no_debris(tmp_path):
     assert any(rc == 0 for rc, _ in results)
     assert json.loads((out / "summary.json").read_text())["name"] == "small"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no .old-, .tmp- or lock left
+
+
+def test_report_takes_the_folder_lock(tmp_path, capsys):
+    """`mcflops report DIR` while another process writes DIR is refused, and leaves DIR's files as they were
+    (issue 33: run as `run --out DIR` swapped the folder, it wrote the previous run's report into the new
+    one); once the writer is gone it re-renders, and says which files it replaced."""
+    out = tmp_path / "report"
+    assert cli.main(["run", str(OK), "--out", str(out), "--quiet"]) == 0
+    (out / "report.md").write_text("stale\n")
+    holder = _holder(out)
+    try:
+        assert cli.main(["report", str(out)]) == 2
+        assert capsys.readouterr().err == f"mcflops: another run is writing {out}\n"
+        assert (out / "report.md").read_text() == "stale\n"
+    finally:
+        holder.kill()
+        holder.communicate()
+    files.WRITTEN.clear()
+    assert cli.main(["report", str(out)]) == 0
+    assert (out / "report.md").read_text() != "stale\n"
+    assert files.WRITTEN == [str(out / "report.md"), str(out / "report.html")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # its lock file gone with it
