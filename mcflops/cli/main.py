@@ -36,11 +36,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         except KeyboardInterrupt as e:
             signum = getattr(e, "signum", None) or signals.received() or signal.SIGINT
-            done = f" after writing {output.WRITTEN[-1]}" if output.WRITTEN else "; nothing was written"
+            done = f" after writing {_listed(output.WRITTEN)}" if output.WRITTEN else "; nothing was written"
             print(f"mcflops: {signals.word(signum)}{done}", file=sys.stderr)
             return signals.exit_code(signum)
         finally:
             release_outputs()
+
+
+def _listed(paths: list[str]) -> str:
+    """Every file or folder this command replaced, in order: 'a', 'a and b', 'a, b and c'."""
+    return paths[0] if len(paths) == 1 else ", ".join(paths[:-1]) + f" and {paths[-1]}"
 
 
 def entry() -> None:

@@ -183,20 +183,37 @@ def _write_report(folder: Path, out: Path) -> None:
 
 
 def write_outputs(out: Path, name: str, data: Mapping[str, Any], figures: Mapping[str, Writer],
-                  where: str | None = None) -> None:
+                  where: str | None = None, pages: Callable[[Path], Mapping[str, str]] | None = None) -> None:
     """The --out files of sensitivity, plan, compare and calibrate: ``name`` (``data`` as JSON), then the
-    figures (left out without matplotlib); the folder is created if missing and each file replaced
-    atomically. An error names ``where`` (default: the file that failed, else the folder)."""
+    figures (left out without matplotlib), then ``pages(out)`` (report pages rendered from those files);
+    the folder is created if missing and each file replaced atomically, under the folder's lock (as `run`
+    writes: one writer at a time). Each file replaced is recorded (files.WRITTEN), so an interrupted command
+    says what it wrote. An error names the file it could not write, not its staging copy."""
+    label = where or str(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        files.replace_text(out / name, json.dumps(data, indent=2) + "\n")
+        lock.acquire(out, label)
+    except OSError as e:
+        raise _cannot_write(e, label) from None
+    try:
+        _put(out / name, lambda: files.replace_text(out / name, json.dumps(data, indent=2) + "\n"))
         for fig, draw in figures.items():
             try:
-                files.replace_file(out / fig, draw)
+                _put(out / fig, lambda: files.replace_file(out / fig, draw))
             except ImportError:  # no matplotlib: JSON only
                 break
+        for page, text in (pages(out) if pages is not None else {}).items():
+            _put(out / page, lambda: files.replace_text(out / page, text))
+    finally:
+        lock.release(out)
+
+
+def _put(path: Path, write: Callable[[], None]) -> None:
+    try:
+        write()
     except OSError as e:
-        raise _cannot_write(e, where or str(e.filename or out)) from None
+        raise _cannot_write(e, str(path)) from None
+    files.WRITTEN.append(str(path))
 
 
 def write_compare(out: Path, data: Mapping[str, Any], figures: Mapping[str, Writer]) -> None:
@@ -204,12 +221,7 @@ def write_compare(out: Path, data: Mapping[str, Any], figures: Mapping[str, Writ
     rendered from them (report.comparison), each replaced atomically."""
     from mcflops.report.comparison import render
 
-    write_outputs(out, "compare.json", data, figures, where=str(out))
-    for name, text in render(out).items():
-        try:
-            files.replace_text(out / name, text)
-        except OSError as e:
-            raise _cannot_write(e, str(out / name)) from None
+    write_outputs(out, "compare.json", data, figures, where=str(out), pages=render)
 
 
 # what each analysis writes: its JSON file's name and its figures (output.figures)

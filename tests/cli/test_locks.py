@@ -142,3 +142,38 @@ def test_report_takes_the_folder_lock(tmp_path, capsys):
     assert (out / "report.md").read_text() != "stale\n"
     assert files.WRITTEN == [str(out / "report.md"), str(out / "report.html")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # its lock file gone with it
+
+
+def test_analysis_outputs_are_locked_tracked_and_name_their_target(tmp_path, monkeypatch):
+    """`plan/compare/sensitivity/calibrate --out` write under the folder's lock too, record each file they
+    replace (an interrupt then says which), and a failed write (a full disk) names the file it was writing,
+    not its hidden staging copy."""
+    import errno
+
+    import pytest
+
+    from mcflops.errors import SpecError
+    from mcflops.output import folder
+
+    out = tmp_path / "plan"
+    holder = _holder(out)
+    try:
+        with pytest.raises(lock.FolderBusy):
+            folder.write_outputs(out, "plan.json", {"a": 1}, {})
+    finally:
+        holder.kill()
+        holder.communicate()
+    files.WRITTEN.clear()
+    folder.write_outputs(out, "plan.json", {"a": 1}, {}, pages=lambda d: {"report.md": "# r\n"})
+    assert files.WRITTEN == [str(out / "plan.json"), str(out / "report.md")]
+    assert json.loads((out / "plan.json").read_text()) == {"a": 1}
+
+    def full(path, text):  # what replace_text raises on a full disk: the staging file's name
+        raise OSError(errno.ENOSPC, "No space left on device", str(path.parent / f".{path.name}.tmp-x1"))
+
+    monkeypatch.setattr(files, "replace_text", full)
+    with pytest.raises(SpecError) as e:
+        folder.write_outputs(out, "plan.json", {"a": 2}, {})
+    assert str(e.value) == f"{out / 'plan.json'}: --out: cannot write: No space left on device"
+    assert json.loads((out / "plan.json").read_text()) == {"a": 1}  # the previous file whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan"]  # no lock file left
