@@ -258,7 +258,7 @@ def _cannot_write(e: OSError, where: str) -> SpecError:
 def rerender_report(folder: Path, where: str) -> None:
     """report.md and report.html of a run folder again, from its files (each replaced atomically), under the
     folder's lock: a `run --out` swapping the folder meanwhile would otherwise get the previous run's report
-    written into its new folder (issue 33: summary.json of seed 2 beside report.md of seed 1), so while
+    written into its new folder (summary.json of seed 2 beside report.md of seed 1), so while
     another process writes it this refuses with FolderBusy. A summary.json mcflops could not have written
     (not JSON, nested too deep, fields of the wrong type) is refused in one line naming it."""
     try:

@@ -1,4 +1,4 @@
-"""An MFU prior set by hand, read against the published runs (issue 31, item 4): a WARNING when its median
+"""An MFU prior set by hand, read against the published runs: a WARNING when its median
 MFU x goodput falls outside the 90% band of published runs on the same accelerator generation, naming the
 comparable runs; and a WARNING when the calibrated prior has no run on the file's chip and forecasts it from
 others. Before, a guess outside everything published, or a fallback, was said only in a source string.

@@ -1,7 +1,7 @@
 """A notebook's dict checked as plain data before anything walks it: the YAML reader's guards, for a mapping
 that never was a file. A prior file is a tree of mappings, lists, numbers, text, booleans and nothing; a dict
 built in Python can be something else: one that contains itself (every walk below would loop or grow without
-bound: issue 33 measured 23.8 GB), a lattice of shared lists whose unrolled tree is exponential, objects that are not
+bound: one such dict was measured growing to 23.8 GB), a lattice of shared lists whose unrolled tree is exponential, objects that are not
 values. Each is one line naming the field."""
 
 from __future__ import annotations
