@@ -15,7 +15,9 @@ engine's posterior MFU draws that fall in it (:func:`posterior_weights`).
 An overlap flag the file leaves ``unknown`` is one more dimension of the hypercube: a Bernoulli(1/2) flag per
 draw, balanced (exactly half the draws on, in a fixed random order independent of the other dimensions), so
 the table is the equal-weight mixture of the flag's two settings. The 1/2 is a prior choice (no setting is
-favoured), not a measurement.
+favoured), not a measurement. A ``recompute``, ``vpp`` or ``micro_batch`` the file leaves unstated is one
+more: each draw takes one of the joint settings that run and fit in memory (:mod:`mcflops.layout.unstated`),
+equally often, in a fixed random order independent of the flags' and the efficiencies'.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 
 from mcflops.layout.memory import Memory, memory
 from mcflops.layout.model import FACTORS, PARAMS, Layout, Terms, factors, problem, terms
+from mcflops.layout.unstated import combinations
 from mcflops.priors.dist import Dist
 from mcflops.priors.quantiles import ppf
 from mcflops.priors.table import KNOT_PROBS, table_dist
@@ -52,6 +55,13 @@ def _bits(k: int, n: int) -> np.ndarray:
     return np.stack([rng.permutation(np.arange(n) < n // 2) for _ in range(k)], axis=1)
 
 
+@lru_cache(maxsize=8)
+def _choice(k: int, n: int) -> np.ndarray:
+    """Which of k settings each of n draws takes: each n // k or n // k + 1 times, in a fixed random order."""
+    rng = np.random.Generator(np.random.PCG64(_SEED + 2))
+    return rng.permutation(np.arange(n) % k)
+
+
 @dataclass(frozen=True)
 class LayoutPrior:
     """``mfu: {layout: ...}`` as the file wrote it, re-solvable at any accelerator count."""
@@ -67,6 +77,9 @@ class LayoutPrior:
     source: str | None = None
     accelerator: str | None = None
     unknown: tuple[str, ...] = ()  # overlap flags the file left unknown: each on in half the draws (module docstring)
+    mixed: tuple[str, ...] = ()  # recompute / vpp / micro_batch the file left unstated (mcflops.layout.unstated)
+    combos: tuple[tuple, ...] = ()  # their joint settings that run and fit, equal weight; ``layout`` holds the first
+    tight: bool = False  # the combos fit only within the activation estimate's error
     _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     def draws(self) -> dict[str, np.ndarray]:
@@ -98,22 +111,29 @@ class LayoutPrior:
 
     def flag_draws(self) -> dict[str, np.ndarray]:
         """Each unknown overlap flag's draws (bool, aligned with :meth:`draws`)."""
+        if not self.unknown:
+            return {}
         bits = _bits(len(self.unknown), DRAWS)
         return {k: bits[:, j] for j, k in enumerate(self.unknown)}
 
+    def setting_draws(self) -> np.ndarray:
+        """Which of :attr:`combos` each draw takes (int, aligned with :meth:`draws`; zeros without a mixture)."""
+        return _choice(len(self.combos), DRAWS) if len(self.combos) > 1 else np.zeros(DRAWS, np.int64)
+
     def _factors(self, count: int | None) -> dict[str, np.ndarray]:
         d = self.draws()
-        if not self.unknown:
+        if not self.unknown and len(self.combos) <= 1:
             return factors(self.terms(count), d)
         flags = self.flag_draws()
-        combo = np.zeros(DRAWS, np.int64)
+        combo = self.setting_draws() << len(self.unknown)
         for j, k in enumerate(self.unknown):
             combo |= flags[k].astype(np.int64) << j
         out: dict[str, np.ndarray] = {}
         n = float(count or self.count)
-        for c in range(1 << len(self.unknown)):  # each setting of the unknown flags on its own draws
+        for c in np.unique(combo):  # each setting of the unknown flags and the mixed fields on its own draws
             idx = np.flatnonzero(combo == c)
-            lay = dataclasses.replace(self.layout, **{k: bool(c >> j & 1) for j, k in enumerate(self.unknown)})
+            lay = dataclasses.replace(self.layout, **{k: bool(c >> j & 1) for j, k in enumerate(self.unknown)},
+                                      **dict(zip(self.mixed, self.combos[c >> len(self.unknown)] if self.combos else ())))
             fc = factors(terms(lay, self.shape, self.counts, self.peak, n), {p: v[idx] for p, v in d.items()})
             for name, v in fc.items():
                 out.setdefault(name, np.empty(DRAWS))[idx] = v
@@ -138,21 +158,36 @@ class LayoutPrior:
         if "vpp" in changes and "schedule" not in changes:
             lay = dataclasses.replace(lay, schedule="interleaved" if lay.vpp > 1 else
                                       ("1f1b" if lay.schedule == "interleaved" else lay.schedule))
+        mixed = tuple(k for k in self.mixed if k not in changes)
+        if "vpp" in mixed and lay.schedule != "interleaved":  # virtual stages only interleave
+            mixed, lay = tuple(k for k in mixed if k != "vpp"), dataclasses.replace(lay, vpp=1)
+        if mixed:
+            combos, tight = combinations(lay, self.shape, self.count, mixed, self._memory_of())
+            if not combos:
+                raise ValueError(f"no setting of the unstated {', '.join(mixed)} runs and fits in memory")
+            lay = dataclasses.replace(lay, **dict(zip(mixed, combos[0])))
+        else:
+            combos, tight = (), False
         bad = problem(lay, self.shape, self.count)
         if bad is not None:
             raise ValueError(bad[1])
         out = dataclasses.replace(self, layout=lay, unknown=tuple(k for k in self.unknown if k not in changes),
-                                  _cache={"draws": self.draws()})
+                                  mixed=mixed, combos=combos, tight=tight, _cache={"draws": self.draws()})
         mem = out.memory()
         if mem is not None and mem.cannot_fit:
             raise ValueError(f"needs {mem.total / 1e9:.0f} GB per accelerator, more than its {mem.capacity / 1e9:.0f} GB")
         return out
 
+    def _memory_of(self):
+        if self.capacity_gb is None:
+            return None
+        return lambda lay: memory(lay, self.shape, self.counts, self.capacity_gb, float(self.count))
+
     def to_dict(self) -> dict:
         """The recipe back, every default filled in (what the resolved prior file writes; it loads back into
         the same prior)."""
         lay = {k: v for k, v in dataclasses.asdict(self.layout).items() if v is not None}
-        lay.update({k: "unknown" for k in self.unknown})
+        lay.update({k: "unknown" for k in (*self.unknown, *self.mixed)})
         out = {"layout": lay, "efficiency": {p: self.efficiency[p].to_dict() for p in PARAMS}}
         if self.source:
             out["source"] = self.source
@@ -172,6 +207,8 @@ class LayoutPrior:
                 f"sequences; recompute {lo.recompute}; {lo.schedule}; ZeRO {lo.zero}): mcflops.layout step-time model")
         if self.unknown:
             text += f"; overlap unknown ({', '.join(self.unknown)}: on and off mixed 1:1)"
+        if self.mixed:
+            text += f"; unstated {', '.join(self.mixed)}: {len(self.combos)} setting(s) that fit, mixed equally"
         return f"{self.source} | {text}" if self.source else text
 
     def notes(self, count: int | None = None) -> list[str]:
@@ -193,6 +230,15 @@ class LayoutPrior:
         for k in self.unknown:
             out.append(f"layout: {k} is unknown: the MFU prior mixes it on and off with equal weight (a prior "
                        "choice; state it to narrow the prior)")
+        for j, k in enumerate(self.mixed):
+            vals = list(dict.fromkeys(c[j] for c in self.combos))  # the candidates' order
+            said = ", ".join(str(v) for v in vals)
+            fit = ", only within the activation estimate's error" if self.tight else ""
+            if len(vals) == 1:
+                out.append(f"layout: {k} is not stated: {said}, the only setting that runs and fits in memory{fit}")
+            else:
+                out.append(f"layout: {k} is not stated: the MFU prior mixes {said} (the settings that run and fit "
+                           f"in memory{fit}) with equal weight; state it to narrow the prior")
         mem = self.memory(count)
         if mem is not None and mem.headroom < 0:
             out.append(f"layout: an estimated {mem.total / 1e9:.1f} GB per accelerator ({mem.states / 1e9:.1f} GB model "

@@ -5,11 +5,14 @@ The layout's fields are numbers, names and flags (:class:`mcflops.layout.Layout`
 equal-weight mixture of both settings (:class:`mcflops.layout.LayoutPrior`; the 1/2 is a prior choice): a
 file that does not say how its stack overlaps gets that uncertainty rather than a guess. Under ``fsdp: true``
 the data-parallel two are on unless stated (FSDP's prefetch and asynchronous reduce-scatter are its design,
-Zhao et al. 2023, Sec. 3.3). ``efficiency:`` may override any of
+Zhao et al. 2023, Sec. 3.3). ``recompute``, ``micro_batch`` and, under ``schedule: interleaved``, ``vpp`` left
+unstated (or written ``unknown``) are mixed the same way over the settings that run and fit in memory
+(:mod:`mcflops.layout.unstated`); the resolved file writes them ``unknown``. ``efficiency:`` may override any of
 the efficiency priors (:data:`mcflops.layout.PARAMS`), which default to the shipped fit
 (``mcflops/data/layout_fit.json``). The model needs the architecture's shape (its MLP width) and the
 accelerator's peak, memory and bandwidths (the catalogue's, or ``nvlink_gb_s``/``nvlink_domain``/
-``network_gb_s`` in the layout). A layout that cannot hold the model in the accelerator's memory is refused.
+``network_gb_s`` in the layout). A layout that cannot hold the model in the accelerator's memory, in any
+setting of what it leaves unstated, is refused.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from mcflops import chain as napkin
 from mcflops import hardware as catalogue
 from mcflops.errors import kind
 from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
-    load_fit, overlap_defaults, problem
+    load_fit, memory, overlap_defaults, problem
+from mcflops.layout.unstated import MIXABLE, candidates, combinations, leanest
 from mcflops.numbers import parse_number
 from mcflops.priors.quantiles import median, ppf
 from mcflops.spec.fields import Fields
@@ -56,11 +60,12 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
 
     vals: dict[str, Any] = {}
     for k in INT_KEYS:
-        if k in lay:
+        if k in lay and not (k in MIXABLE and lay[k] == UNKNOWN):
             low = 0 if k == "zero" else 1
             x = parse_number(lay[k])
             if x is None or x != int(x) or x < low:
-                raise err(f"expected layout.{k}: a whole number >= {low}, got {lay[k]!r}", lay, k)
+                also = " or unknown" if k in MIXABLE else ""
+                raise err(f"expected layout.{k}: a whole number >= {low}{also}, got {lay[k]!r}", lay, k)
             vals[k] = int(x)
     for k in FLOAT_KEYS:
         if k in lay:
@@ -68,11 +73,12 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
             if x is None or x <= 0:
                 raise err(f"expected layout.{k}: a number > 0 (GB/s), got {lay[k]!r}", lay, k)
             vals[k] = float(x)
-    for k, allowed in (("recompute", RECOMPUTE), ("schedule", SCHEDULES)):
+    for k, allowed in (("recompute", (*RECOMPUTE, UNKNOWN)), ("schedule", SCHEDULES)):
         if k in lay:
             if lay[k] not in allowed:
                 raise err(f"expected layout.{k}: one of {', '.join(allowed)}, got {lay[k]!r}", lay, k)
-            vals[k] = str(lay[k])
+            if lay[k] != UNKNOWN:
+                vals[k] = str(lay[k])
     for k in BOOL_KEYS:
         if k in OVERLAP_FLAGS and lay.get(k) == UNKNOWN:
             continue
@@ -96,12 +102,20 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
         raise err(f"expected layout.zero: 0, 1, 2 or 3, got {vals['zero']}", lay, "zero")
     if vals.get("grad_bytes", 4) not in (2, 4):
         raise err(f"expected layout.grad_bytes: 2 (bf16) or 4 (fp32), got {vals['grad_bytes']}", lay, "grad_bytes")
-    if vals.get("vpp", 1) > 1 and "schedule" not in vals:
+    if (vals.get("vpp", 1) > 1 or lay.get("vpp") == UNKNOWN) and "schedule" not in vals:
         vals["schedule"] = "interleaved"
-    layout = Layout(**vals)
-
+    if lay.get("vpp") == UNKNOWN and vals["schedule"] != "interleaved":
+        raise err(f"layout: vpp: unknown is the virtual stages of schedule: interleaved, not {vals['schedule']}",
+                  lay, "vpp")
+    # unstated: mixed over what runs and fits (mcflops.layout.unstated); the schedule's vpp only when interleaved
+    mixed = tuple(k for k in MIXABLE if k not in vals and (k != "vpp" or vals.get("schedule") == "interleaved"))
     shape, counts = arch.shape(), arch.counts()
     n = hardware.count
+    layout = Layout(**vals)
+    # the smallest setting of each mixed field stands in until the memory check picks the settings that fit: a
+    # problem it has (too few layers to interleave, too small a batch for one sequence per replica) every one has
+    layout = dataclasses.replace(layout, **{k: min(candidates(k, layout, shape, n) or (2,), key=_order)
+                                            for k in mixed})
     bad = problem(layout, shape, n)
     if bad is not None:
         raise err(f"layout: {bad[1]}", lay, bad[0] if bad[0] in lay else None)
@@ -121,6 +135,14 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     n_med = median(priors["params"]) if priors.get("params") is not None else None
     counting = conv.per_token(arch, n_med) / counts.training_flops_per_token
     prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id, unknown)
+    if mixed:
+        mem_of = lambda lo: memory(lo, shape, counts, acc.memory_gb, float(n))  # noqa: E731
+        combos, tight = combinations(layout, shape, n, mixed, mem_of if acc.memory_gb else None)
+        if combos:
+            prior = dataclasses.replace(prior, layout=dataclasses.replace(layout, **dict(zip(mixed, combos[0]))),
+                                        mixed=mixed, combos=combos, tight=tight)
+        elif acc.memory_gb:  # none fits: the message is the leanest setting's
+            prior = dataclasses.replace(prior, layout=leanest(layout, shape, n, mixed, mem_of))
     mem = prior.memory()
     if mem is not None and mem.cannot_fit:
         d = mem.to_dict()
@@ -133,6 +155,10 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     except ValueError as x:
         raise err(f"layout: {x}") from None
     return prior
+
+
+def _order(v):
+    return RECOMPUTE.index(v) if isinstance(v, str) else v
 
 
 def _efficiency(node: Mapping, here: Fields, acc_id: str) -> dict:

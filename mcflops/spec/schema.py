@@ -167,7 +167,12 @@ def _layout() -> dict[str, Any]:
     props["zero"] = {**props["zero"], "maximum": 3}
     props["grad_bytes"] = {"enum": [2, 4]}
     props.update({k: _num(above=0) for k in FLOAT_KEYS})
-    props.update(recompute={"enum": list(RECOMPUTE)}, schedule={"enum": list(SCHEDULES)},
+    unstated = ("unknown (the default) mixes the settings that run and fit in memory with equal weight "
+                "(mcflops.layout.unstated)")
+    for k in ("vpp", "micro_batch"):
+        props[k] = {"anyOf": [*props[k]["anyOf"], {"const": "unknown"}],
+                    "description": unstated if k == "micro_batch" else f"under schedule: interleaved, {unstated}"}
+    props.update(recompute={"enum": [*RECOMPUTE, "unknown"], "description": unstated}, schedule={"enum": list(SCHEDULES)},
                  sequence_parallel={"type": "boolean"}, fsdp={"type": "boolean"})
     props.update({k: {"enum": [True, False, "unknown"], "description": "overlap with compute; unknown (the default; "
                       "true for the data-parallel two with fsdp: true) mixes both settings 1:1"} for k in OVERLAP_FLAGS})

@@ -19,7 +19,7 @@ LLAMA = {
     "hardware": {"accelerator": "h100-sxm", "precision": "bf16", "count": 16384},
     "architecture": {"preset": "llama3.1-405b"},
     "priors": {"tokens": 15.6e12, "mfu": {"layout": {
-        "tp": 8, "pp": 16, "vpp": 4, "micro_batch": 1, "global_batch": 2048, "zero": 2,
+        "tp": 8, "pp": 16, "vpp": 4, "micro_batch": 1, "global_batch": 2048, "zero": 2, "recompute": "none",
         "nvlink_gb_s": 450, "nvlink_domain": 8, "network_gb_s": 50}}},
 }
 
