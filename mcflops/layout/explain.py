@@ -23,7 +23,8 @@ def explain(prior: LayoutPrior, posterior_mfu=None, goodput: float | None = None
     wf = waterfall(prior, posterior_mfu=posterior_mfu, goodput=goodput)
     mem = prior.memory()
     out: dict[str, Any] = {
-        "layout": dataclasses.asdict(prior.layout) | {"dp": tm.dp},
+        # a field the file left unstated is "unknown" here, as in the resolved file; what it kept is under mixed
+        "layout": dataclasses.asdict(prior.layout) | {"dp": tm.dp} | {k: "unknown" for k in prior.mixed},
         "accelerator": prior.accelerator, "count": prior.count,
         "micro_batches": tm.micro_batches, "bubble": tm.bubble, "recompute_ratio": tm.rho, "gemm_shape_share": tm.g,
         "step_seconds": {k: float(v) for k, v in tm.detail.items() if k.endswith("_s")},
@@ -34,6 +35,8 @@ def explain(prior: LayoutPrior, posterior_mfu=None, goodput: float | None = None
         "identified": IDENTIFIED if posterior_mfu is not None else None,
         "notes": prior.notes(),
     }
+    if prior.mixed:
+        out["mixed"] = {k: list(dict.fromkeys(c[j] for c in prior.combos)) for j, k in enumerate(prior.mixed)}
     if mem is not None:
         out["memory"] = mem.to_dict()
     return out

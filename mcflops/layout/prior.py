@@ -200,15 +200,16 @@ class LayoutPrior:
 
     def describe(self) -> str:
         lo = self.layout
-        parts = [f"tp {lo.tp}", f"pp {lo.pp}" + (f" x vpp {lo.vpp}" if lo.vpp > 1 else ""),
+        said = {k: "unknown" if k in self.mixed else getattr(lo, k) for k in ("vpp", "micro_batch", "recompute")}
+        parts = [f"tp {lo.tp}", f"pp {lo.pp}" + (f" x vpp {said['vpp']}" if lo.vpp > 1 else ""),
                  f"dp {lo.dp if lo.dp is not None else 'count / (tp pp cp)'}"]
         parts += [f"{k} {getattr(lo, k)}" for k in ("cp", "ep") if getattr(lo, k) > 1]
-        text = (f"layout MFU ({', '.join(parts)}; micro-batch {lo.micro_batch}, global batch {lo.global_batch} "
-                f"sequences; recompute {lo.recompute}; {lo.schedule}; ZeRO {lo.zero}): mcflops.layout step-time model")
+        text = (f"layout MFU ({', '.join(parts)}; micro-batch {said['micro_batch']}, global batch {lo.global_batch} "
+                f"sequences; recompute {said['recompute']}; {lo.schedule}; ZeRO {lo.zero}): mcflops.layout step-time model")
         if self.unknown:
             text += f"; overlap unknown ({', '.join(self.unknown)}: on and off mixed 1:1)"
         if self.mixed:
-            text += f"; unstated {', '.join(self.mixed)}: {len(self.combos)} setting(s) that fit, mixed equally"
+            text += f"; unstated {', '.join(self.mixed)}: the {len(self.combos)} joint setting(s) that fit, mixed equally"
         return f"{self.source} | {text}" if self.source else text
 
     def notes(self, count: int | None = None) -> list[str]:

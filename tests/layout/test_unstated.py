@@ -153,6 +153,13 @@ def test_the_mixture_round_trips_through_the_resolved_file_the_schema_and_a_swee
     assert again.combos == lp.combos and again.layout == lp.layout
     assert np.array_equal(again.factor_draws()["mfu"], lp.factor_draws()["mfu"])
     assert "vpp is not stated" in " ".join(lp.notes()) and "unstated vpp, micro_batch" in lp.describe()
+    assert "micro-batch unknown" in lp.describe() and "x vpp unknown" in lp.describe()
+    # summary.json's account says unknown where the file did, and what each mixed field kept
+    from mcflops.layout import explain
+
+    ex = explain(lp)
+    assert ex["layout"]["vpp"] == "unknown" and ex["layout"]["micro_batch"] == "unknown"
+    assert ex["mixed"]["vpp"] == list(dict.fromkeys(c[0] for c in lp.combos)) and 1 in ex["mixed"]["micro_batch"]
     # a sweep point that states a field takes it out of the mixture; leaving interleaving drops the stages
     assert lp.variant(micro_batch=1).mixed == ("vpp",)
     one = lp.variant(schedule="1f1b")
