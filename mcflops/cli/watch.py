@@ -5,8 +5,10 @@ library, and it works the same on every system and on network folders. Each chan
 loaded again (a bad edit prints its one line and the loop waits for the next save), the estimate is
 computed in this process (JAX's compiled programs stay warm, so a re-run costs the sampling alone),
 the tables are printed, and then the run folder (figures, report) is written again. Watched: the prior
-file and every file it names that exists beside it (an ``architecture: {hf_config: ...}``). Ctrl-C
-ends it (exit 130, through cli.main).
+file and every file it names that exists beside it (an ``architecture: {hf_config: ...}``). The first Ctrl-C
+ends it (exit 130), SIGTERM too (exit 143), through cli.main: while it waits for a save (the poll checks the
+flag cli.signals sets), while it samples (the engine's blocks call the same check) and while it writes (the run
+folder is swapped in whole or not at all, so the previous run's stays as it was).
 """
 
 from __future__ import annotations
@@ -78,8 +80,10 @@ def stamp(files: list[Path]) -> tuple:
 def loop(path: Path, once: Callable[[], Any], *, poll_s: float = DEFAULT_POLL_S,
          after: Callable[[Any], bool] | None = None, sleep: Callable[[float], None] = time.sleep) -> int:
     """Call ``once()`` now and after every change of ``path`` or the files it names, until ``after(outcome)``
-    returns False (tests) or Ctrl-C. ``once`` returns its outcome: a result, or the SpecError of a bad edit,
-    which it has printed. Returns the number of runs."""
+    returns False (tests) or a signal (cli.signals' Interrupted, raised at the next poll). ``once`` returns its
+    outcome: a result, or the SpecError of a bad edit, which it has printed. Returns the number of runs."""
+    from mcflops.cli.signals import check_interrupt
+
     runs = 0
     files = named_files(path)
     seen = stamp(files)
@@ -91,6 +95,7 @@ def loop(path: Path, once: Callable[[], Any], *, poll_s: float = DEFAULT_POLL_S,
             return runs
         while True:  # wait for a save
             sleep(poll_s)
+            check_interrupt()  # the handler only sets a flag: an idle loop that never looked would never stop
             now = stamp(files)
             if now != seen:
                 seen = now
@@ -101,6 +106,7 @@ def run_once(args, out_of: Callable[[Any], Path], show: Callable[[str], None] = 
     """One re-run as ``loop`` calls it: load the file, compute, print the tables, write the run folder."""
     from mcflops import api
     from mcflops import output
+    from mcflops.cli.progress import Bar
     from mcflops.cli.signals import check_interrupt
     from mcflops.cli.run import print_result
     from mcflops.errors import SpecError
@@ -114,7 +120,10 @@ def run_once(args, out_of: Callable[[Any], Path], show: Callable[[str], None] = 
         started = stamp(named_files(path))
         try:
             spec = load_spec(args.file)
-            res = api.run(spec, samples=args.samples, seed=args.seed, posterior=True, sensitivity=False)
+            # a Bar that draws nothing: the engine calls it between blocks, and it stops the run on a signal
+            bar = Bar()
+            res = api.run(spec, samples=args.samples, seed=args.seed, posterior=True, sensitivity=False,
+                          progress=bar, phase=bar.phase)
             data = res.to_dict()
             show(f"\n[{time.strftime('%H:%M:%S')}] {args.file}: re-run in {time.perf_counter() - t0:.2f} s")
             if args.no_report:

@@ -1,0 +1,105 @@
+"""`mcflops watch` stops on the first SIGINT (exit 130) and on SIGTERM (exit 143), sent for real to a child
+process: while it waits for a save, while it samples and while it writes the run folder; the folder a
+signal lands before is left as it was (the previous run's, byte-identical), one line on stderr, no traceback.
+
+Each child runs `mcflops watch` with a hook that touches a marker file when it reaches the point where the
+signal is to land: the poll after the first run's folder is written (idle), the first engine block
+(sampling), or a writer inside the temporary folder (writing)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_interrupt import OK, previous_report, tree
+
+HERE = Path(__file__).resolve().parents[1]
+# as tests/cli/test_signals.py: Python's own SIGINT handler in the child (a background runner ignores SIGINT,
+# and an ignored signal stays ignored)
+CHILD = r"""
+import os, signal, sys, time
+from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)
+marker, point = Path(os.environ["MARKER"]), os.environ["POINT"]
+import mcflops.cli.progress as progress
+from mcflops import output
+from mcflops.cli import watch
+from mcflops.output import folder
+
+if point == "idle":
+    write_run, stamp, written = output.write_run, watch.stamp, []
+    def wrote(*a, **k):
+        write_run(*a, **k)
+        written.append(1)
+    def looked(files):
+        if written:
+            marker.touch()
+        return stamp(files)
+    output.write_run, watch.stamp = wrote, looked
+elif point == "sampling":
+    check = progress.check_interrupt
+    def hooked():
+        marker.touch()
+        check()
+    progress.check_interrupt = hooked
+else:
+    run_files = folder.run_files
+    def stall(tmp):
+        marker.touch()
+        for _ in range(100):
+            time.sleep(0.05)  # a writer with no check in it: the next stage's check stops the run
+    folder.run_files = lambda res: ([stall, *run_files(res)[0]], [])
+sys.argv[0] = "mcflops"
+from mcflops.cli import main
+sys.exit(main())
+"""
+
+
+def _watch(tmp_path: Path, point: str, sig: int, samples: str) -> tuple[int, str, dict, Path]:
+    spec = tmp_path / "long.yaml"
+    spec.write_text(OK.read_text().replace("samples: 5000", f"samples: {samples}"))
+    out = previous_report(tmp_path)
+    before = tree(out)
+    marker = tmp_path / "reached"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(HERE.parent), "MARKER": str(marker),
+           "POINT": point}
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, "watch", str(spec), "--out", str(out), "--poll", "0.05"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=tmp_path, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the child never reached its point"
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)  # one signal is enough: a second is never sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    marker.unlink()
+    return proc.returncode, err, before, out
+
+
+@pytest.mark.parametrize("point, sig, code", [
+    ("idle", signal.SIGINT, 130), ("idle", signal.SIGTERM, 143),
+    ("sampling", signal.SIGINT, 130), ("writing", signal.SIGTERM, 143),
+], ids=["sigint-idle", "sigterm-idle", "sigint-sampling", "sigterm-writing"])
+def test_one_signal_stops_watch(point, sig, code, tmp_path):
+    rc, err, before, out = _watch(tmp_path, point, sig, "1e10" if point == "sampling" else "5000")
+    assert rc == code, err
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert last.startswith("mcflops: " + ("interrupted" if sig == signal.SIGINT else "terminated")), err
+    if point == "idle":  # the first run's folder, whole: its summary replaced the previous one
+        assert (out / "report.html").is_file() and tree(out)["summary.json"] != before["summary.json"]
+    else:  # stopped before its swap: the previous run folder byte-identical, nothing beside it
+        assert tree(out) == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["long.yaml", "report"]
