@@ -270,6 +270,17 @@ def _notes(spec_a, spec_b, ma, mb, rows, posterior: bool) -> list[str]:
                      f"{hb.precision} ({ha.peak_flops / 1e12:.1f} TFLOP/s): B / A is exactly 1 through peak "
                      f"FLOP/s, so any gain of {hb.accelerator} (memory, bandwidth) must come through its MFU prior"
                      + (" - and nothing else differs here, so B / A is 1 for every draw" if only else ""))
+    shared = [r["name"] for r in rows if r["draws"] == SHARED and r["name"] in ("mfu", "goodput")]
+    if shared and ha.accelerator and hb.accelerator and ha.accelerator != hb.accelerator:
+        # one prior, one draw for both chips: the peak ratio then passes through as a certainty
+        them = " and ".join(shared)
+        peaks = (f" (peak {ha.peak_flops / 1e12:,.0f} vs {hb.peak_flops / 1e12:,.0f} TFLOP/s)"
+                 if ha.peak_flops and hb.peak_flops else "")
+        notes.append(f"{them}: one prior for {ha.accelerator} and {hb.accelerator}, the same draw on both, so B / A "
+                     f"takes the datasheets' ratio{peaks} as certain and none of the doubt about how the other "
+                     f"accelerator runs this stack (a new generation's software often lags its peak); say how they "
+                     f"relate with a ratio prior in B ({shared[0]}: {{relative_to: A's file, ratio: PRIOR, source: "
+                     f"...}}), or give B its own prior and --couple {shared[0]}=RHO")
     if spec_a.compare.couple and spec_a.compare.couple != spec_b.compare.couple:
         notes.append("A's `compare:` block is not read: the couplings come from B's and from --couple")
     observed = [t for t, s in (("A", spec_a), ("B", spec_b)) if s.observe]

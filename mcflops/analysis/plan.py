@@ -109,7 +109,7 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
     D = opts.deadline_days
     if dep:
         out["count_dependent"] = list(dep)
-        out["notes"] = []
+    out["notes"] = [held(spec)] if (D is not None or G) else []
     if D is not None and dep:
         _fixed_point(out, key, spec, model, lik, n, D, p, hq[-1] / (24.0 * D))
     elif D is not None:
@@ -139,9 +139,37 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
         words = ", ".join(f"{n_} p50 {percount.median_at(spec, n_, G):.3f} on {G:,} accelerators"
                           + (f" ({percount.median_at(spec, n_, base[n_]):.3f} on the file's {base[n_]:,})"
                              if base[n_] != G else "") for n_ in dep)
-        out["notes"].insert(0, f"the hours, days and budgets are on {G:,} accelerators with {words}")
+        out["notes"].insert(1, f"the hours, days and budgets are on {G:,} accelerators with {words}")
         out["notes"] += [x for x in percount.notes(spec, {"cluster": G}) if x not in out["notes"]]
     return out
+
+
+def held(spec) -> str:
+    """What a plan holds fixed and what it re-solves as the accelerator count moves: a hand-set MFU or goodput is
+    the file's at every count, a count-dependent prior (a layout's, a failures model's) is solved at each."""
+    from mcflops.layout import LayoutPrior
+
+    dep = spec.count_dependent
+    parts = []
+    fixed = [n for n in ("mfu", "goodput") if n in spec.priors and n not in dep]
+    if fixed:
+        them = " and ".join(fixed)
+        parts.append(f"{them} {'is' if len(fixed) == 1 else 'are'} held at the file's prior at every count (it was set "
+                     f"for {spec.hardware.count:,} accelerators), though measured MFU tends to fall with the count at a "
+                     "fixed batch and failures grow with it; mfu: {layout: ...} and goodput: {failures: ...} re-solve "
+                     "them at each count" if spec.hardware.count else
+                     f"{them} {'is' if len(fixed) == 1 else 'are'} held at the file's prior at every count")
+    for name, d in dep.items():
+        if isinstance(d, LayoutPrior):
+            lo = d.layout
+            parts.append(f"{name} is re-solved at each count from the layout with tp {lo.tp}, pp {lo.pp}, cp {lo.cp}, "
+                         f"the micro-batch and the global batch ({lo.global_batch:,} sequences) held: dp follows the "
+                         "count, so each replica's micro-batches, the pipeline bubble and the data-parallel "
+                         "collectives move with it")
+        else:
+            parts.append(f"{name} is re-solved at each count from its failures model (failures and restarts scale "
+                         "with the accelerators; the checkpoint settings held)")
+    return "what moves with the accelerator count: " + "; ".join(parts)
 
 
 def _fixed_point(out: dict[str, Any], key, spec, model, lik, n: int, D: float, p: float, start: float) -> None:

@@ -23,7 +23,7 @@ from mcflops.spec.fields import Fields
 from mcflops.spec.inputs import fill_defaults, parse_priors, resolve_recipes
 from mcflops.spec import recipes
 from mcflops.spec.machine import params_from_architecture, parse_architecture, parse_hardware
-from mcflops.spec.notes import spec_notes
+from mcflops.spec.notes import spec_notes, units_note
 from mcflops.spec.observe import parse_observations
 from mcflops.spec.options import plan_block, sensitivity_block
 from mcflops.spec.plain import check_plain
@@ -104,6 +104,7 @@ def _build(data: Mapping, where: Fields) -> Spec:
     spec = Spec(name=name, description=description, seed=seed, samples=samples, hardware=hardware, flops=flops,
                 architecture=arch, priors=priors, observe={}, path=where.path,
                 notes=spec_notes(priors, hardware.accelerator, hardware.precision)
+                + tuple(x for x in (units_note(flops, arch, priors),) if x)
                 + tuple(evidence_notes(data["priors"], priors, hardware.accelerator, hardware.precision, flops,
                                        _moe(data))))
     _check_output_range(where, spec, data)

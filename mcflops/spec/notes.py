@@ -66,6 +66,31 @@ def assumptions(priors: Mapping[str, Dist], accelerator: str | None, precision: 
     return out
 
 
+def units_note(flops: str, arch, priors: Mapping[str, Dist]) -> str | None:
+    """Under ``flops: 6nd`` the MFU is in 6ND units (Kaplan et al. 2020, Sec. 2.1: 6 N per token), which leave out
+    attention's score FLOPs; most published MFU counts them (PaLM App. B: 6N + 12 L H Q T; Llama 3 Sec. 3.3.2
+    does), so the same run's MFU reads higher that way. Counted from the architecture when the file has one
+    that can be counted (mcflops.arch: causal scores), else said in words."""
+    if flops != "6nd" or "mfu" not in priors:
+        return None
+    counts = arch.counts() if arch is not None else None
+    n = priors.get("params")
+    if counts is None or n is None:
+        return ("mfu is in 6ND units (6 x parameters per token, flops: 6nd): attention's score FLOPs are not "
+                "counted, a few percent of a dense model's at 2-8K sequence and growing with it (12 L H Q T per "
+                "token, PaLM App. B), so an MFU counted with them (as papers often quote it) reads higher than the "
+                "same run's here; give an "
+                "architecture: (a preset or hf_config) to have the difference counted")
+    from mcflops.priors.quantiles import median
+
+    ratio = counts.training_flops_per_token / (6.0 * float(median(n)))
+    scores = 3.0 * counts.flops.get("attention_scores_causal", 0.0) / counts.training_flops_per_token
+    return (f"mfu is in 6ND units (6 x parameters per token, flops: 6nd): attention's score FLOPs, "
+            f"{scores:.1%} of this model's training FLOPs at sequence {arch.seq_len:,} (causal, counted "
+            f"from its architecture), are not counted; the FLOPs counted from the architecture are {ratio:.3f} x 6ND "
+            f"per token, so an MFU measured that way (flops: architecture) reads {ratio:.3f} x this file's")
+
+
 def warnings(priors: Mapping[str, Dist]) -> list[str]:
     """Priors that load but are likely mistakes: a U-shaped beta, and a beta under GPU-hours' divisor whose
     reciprocal has no mean or no variance."""

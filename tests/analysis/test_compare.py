@@ -134,6 +134,22 @@ def test_identical_priors_share_draws_whatever_their_source_says():
     assert any("nothing else differs" in n for n in c["notes"])
 
 
+def test_one_mfu_prior_on_two_accelerators_is_named_with_the_peak_ratio_it_makes_certain():
+    """H100 against B200 with one MFU prior: every draw's B / A is the catalogue's peak ratio (the datasheets'
+    dense BF16 figures, mcflops/data/accelerators.yaml), and the note says so and points to a ratio prior."""
+    from mcflops import hardware
+
+    b = {**A, "name": "b200", "hardware": {"accelerator": "b200", "count": 4096}}
+    c = compare_mod.compare(mcflops.load_spec(A), mcflops.load_spec(b), samples=20_000)
+    peak_ratio = hardware.get("h100-sxm").peak("bf16") / hardware.get("b200").peak("bf16")
+    assert c["ratio"]["min"] == pytest.approx(peak_ratio, rel=1e-6) == c["ratio"]["max"]
+    (n,) = [x for x in c["notes"] if x.startswith("mfu: one prior for")]
+    assert "h100-sxm and b200" in n and "relative_to" in n and "--couple mfu=RHO" in n
+    # its own prior for B: drawn independently, and the note is the independent one's instead
+    c2 = compare_mod.compare(mcflops.load_spec(A), mcflops.load_spec({**B, "hardware": b["hardware"]}), samples=20_000)
+    assert not [x for x in c2["notes"] if x.startswith("mfu: one prior for")]
+
+
 # moved from test_plan.py, with its spec
 SPEC = {
     "name": "plan", "seed": 5, "samples": 200_000, "hardware": {"accelerator": "h100-sxm", "count": 4096},

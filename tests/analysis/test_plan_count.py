@@ -67,7 +67,8 @@ def test_fixed_point_agrees_with_a_file_written_for_that_count(found):
     fixed = _spec(g, goodput=at_g.priors["goodput"].to_dict())  # the same prior, no longer count-dependent
     assert not fixed.count_dependent
     closed = plan_mod.plan(fixed, plan_options(fixed, deadline_days=D, prob=P, gpus=g))
-    assert "count_dependent" not in closed and "notes" not in closed
+    assert "count_dependent" not in closed and len(closed["notes"]) == 1
+    assert "goodput" in closed["notes"][0] and "held at the file's prior" in closed["notes"][0]
     # that file's closed-form count is g: its log within K MCSE of the p-quantile of log hours (+ a bin, + the step)
     s = _sigma_log_hours(closed)
     tol = K * s * math.sqrt(P * (1 - P) / N) / stats.norm.pdf(stats.norm.ppf(P)) + 2 * 9 * s / 4096 + 1.0 / g

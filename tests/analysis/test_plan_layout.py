@@ -42,3 +42,18 @@ def test_the_plan_curve_shows_the_diminishing_return():
     assert med[0] > med[1] > med[2]
     # doubling the count past the file's gives less than double the throughput
     assert 65536 * med[2] < 4 * 16384 * med[1]
+
+
+def test_the_plan_says_what_moves_with_the_count():
+    """The first note names what is re-solved and what is held: a layout's MFU with its global batch held; a
+    hand-set MFU and goodput held at the file's prior, and the recipes that would re-solve them."""
+    spec = _spec(16384)
+    first = plan_mod.plan(spec, plan_options(spec, gpus=8192))["notes"][0]
+    assert first.startswith("what moves with the accelerator count:")
+    assert "mfu is re-solved at each count from the layout" in first and "2,048 sequences" in first
+    assert "goodput is held at the file's prior" in first  # LLAMA gives no goodput recipe
+    hand = load_spec({**BASE, "priors": {"tokens": BASE["priors"]["tokens"], "mfu": {"beta": [0.3, 0.45]},
+                                         "goodput": {"beta": [0.85, 0.97]}}})
+    note = plan_mod.plan(hand, plan_options(hand, deadline_days=60))["notes"][0]
+    assert "mfu and goodput are held at the file's prior at every count (it was set for 16,384" in note
+    assert "re-solve" in note and "re-solved at each count" not in note

@@ -45,7 +45,8 @@ def test_every_default_is_noted_with_its_figure_and_source():
 
 def test_what_the_file_states_is_not_noted():
     s = spec(goodput={"beta": [0.85, 0.97]}, pue={"uniform": [1.05, 1.15]}, power=650, peak_flops=9e14)
-    assert s.notes == ()
+    # what is left is what MFU means, not a default: its units under flops: 6nd (stated or not)
+    assert [n.split(" (")[0] for n in s.notes] == ["mfu is in 6ND units"]
 
 
 def test_the_calibrated_prior_gets_no_goodput_note():
@@ -56,7 +57,7 @@ def test_the_calibrated_prior_gets_no_goodput_note():
 def test_the_resolved_file_loads_with_the_same_notes():
     s = spec(mfu={"beta": {"mean": 0.4, "sd": 0.4}})
     again = load_spec(resolved_dict(s))
-    assert again.notes == s.notes and len(s.notes) == 6  # 4 defaults, 2 warnings
+    assert again.notes == s.notes and len(s.notes) == 7  # 4 defaults, the 6ND units, 2 warnings
 
 
 def test_a_u_shaped_beta_warns_with_its_moments():
@@ -167,4 +168,27 @@ def test_a_file_on_disk_notes_the_same(tmp_path):
     f = tmp_path / "f.yaml"
     f.write_text(Path(__file__).resolve().parents[1].joinpath("bad", "ok", "small.yaml").read_text())
     notes = load_spec(f).notes
-    assert [n.split(" ")[0] for n in notes] == ["peak_flops", "power", "PUE"]  # small.yaml gives its goodput
+    # small.yaml gives its goodput; the last is its MFU's units
+    assert [n.split(" ")[0] for n in notes] == ["peak_flops", "power", "PUE", "mfu"]
+
+
+def test_6nd_units_are_named_with_the_attention_share_palm_counts():
+    """Under flops: 6nd the note gives the architecture's FLOPs over 6ND. PaLM's count (App. B: 6N + 12 L H Q T,
+    halved for a causal mask) is an independent closed form of the same ratio; the two differ only by what
+    PaLM leaves out (the logits, 1.4% of a 70B's FLOPs), so they agree within 2%."""
+    import re
+
+    from mcflops.priors.quantiles import median
+    from mcflops.spec import load_spec
+
+    root = Path(__file__).resolve().parents[2]
+    spec = load_spec(root / "priors" / "llama3.1-70b.yaml")
+    (note,) = [n for n in spec.notes if n.startswith("mfu is in 6ND units")]
+    ratio = float(re.search(r"reads (\d\.\d+) x this file's", note).group(1))
+    a, n = spec.architecture, float(median(spec.priors["params"]))
+    palm = (6 * n + 12 * a.layers * a.d_model * a.seq_len / 2) / (6 * n)
+    assert abs(ratio / palm - 1) < 0.02 and ratio > 1.03, (ratio, palm)
+    # another convention: no such note; 6nd without an architecture: the note in words
+    assert not [x for x in load_spec(root / "priors" / "palm-540b.yaml").notes if "6ND units" in x]
+    small = load_spec(root / "tests" / "bad" / "ok" / "small.yaml")
+    assert any("6ND units" in x and "give an architecture" in x for x in small.notes)
