@@ -154,11 +154,14 @@ def held(spec) -> str:
     fixed = [n for n in ("mfu", "goodput") if n in spec.priors and n not in dep]
     if fixed:
         them = " and ".join(fixed)
-        parts.append(f"{them} {'is' if len(fixed) == 1 else 'are'} held at the file's prior at every count (it was set "
-                     f"for {spec.hardware.count:,} accelerators), though measured MFU tends to fall with the count at a "
-                     "fixed batch and failures grow with it; mfu: {layout: ...} and goodput: {failures: ...} re-solve "
-                     "them at each count" if spec.hardware.count else
-                     f"{them} {'is' if len(fixed) == 1 else 'are'} held at the file's prior at every count")
+        why = {"mfu": ("measured MFU tends to fall with the count at a fixed batch", "mfu: {layout: ...}"),
+               "goodput": ("failures grow with it", "goodput: {failures: ...}")}
+        text = f"{them} {'is' if len(fixed) == 1 else 'are'} held at the file's prior at every count"
+        if spec.hardware.count:
+            text += f" (it was set for {spec.hardware.count:,} accelerators)"
+        text += (f", though {' and '.join(why[n][0] for n in fixed)}; {' and '.join(why[n][1] for n in fixed)} "
+                 f"{'re-solves it' if len(fixed) == 1 else 're-solve them'} at each count")
+        parts.append(text)
     for name, d in dep.items():
         if isinstance(d, LayoutPrior):
             lo = d.layout
