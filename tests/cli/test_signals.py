@@ -37,7 +37,7 @@ if point == "sampling":
         marker.touch()
         check()
     progress.check_interrupt = hooked
-else:
+elif point in ("writing", "stuck"):
     run_files = folder.run_files
     def stall(tmp):
         marker.touch()

@@ -18,20 +18,14 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_interrupt import OK, previous_report, tree
+from tests.cli.test_signals import CHILD as SIGNALS_CHILD
 
 HERE = Path(__file__).resolve().parents[1]
-# as tests/cli/test_signals.py: Python's own SIGINT handler in the child (a background runner ignores SIGINT,
-# and an ignored signal stays ignored)
-CHILD = r"""
-import os, signal, sys, time
-from pathlib import Path
-signal.signal(signal.SIGINT, signal.default_int_handler)
-marker, point = Path(os.environ["MARKER"]), os.environ["POINT"]
-import mcflops.cli.progress as progress
+# tests/cli/test_signals.py's child (its sampling and writing hooks), with one more point: idle, the first poll
+# after the first run's folder is written
+IDLE = r"""
 from mcflops import output
 from mcflops.cli import watch
-from mcflops.output import folder
-
 if point == "idle":
     write_run, stamp, written = output.write_run, watch.stamp, []
     def wrote(*a, **k):
@@ -42,23 +36,9 @@ if point == "idle":
             marker.touch()
         return stamp(files)
     output.write_run, watch.stamp = wrote, looked
-elif point == "sampling":
-    check = progress.check_interrupt
-    def hooked():
-        marker.touch()
-        check()
-    progress.check_interrupt = hooked
-else:
-    run_files = folder.run_files
-    def stall(tmp):
-        marker.touch()
-        for _ in range(100):
-            time.sleep(0.05)  # a writer with no check in it: the next stage's check stops the run
-    folder.run_files = lambda res: ([stall, *run_files(res)[0]], [])
-sys.argv[0] = "mcflops"
-from mcflops.cli import main
-sys.exit(main())
 """
+CHILD = SIGNALS_CHILD.replace('sys.argv[0] = "mcflops"', IDLE + 'sys.argv[0] = "mcflops"')
+assert IDLE in CHILD
 
 
 def _watch(tmp_path: Path, point: str, sig: int, samples: str) -> tuple[int, str, dict, Path]:
