@@ -295,7 +295,8 @@ def test_the_update_returns_data_and_receives_its_key():
     post = inference.posterior(jax.random.key(res.seed), res.spec, m, res.sums, lik, method="is")
     assert isinstance(post, inference.Posterior)
     assert json.dumps(post.summary, default=str) == json.dumps(res.posterior, default=str)  # what api.run put in
-    assert list(post.notes) == res.notes and post.draws.keys() == res.posterior_draws.keys()
+    # the run's notes are the file's (its MFU's units) and then the posterior's
+    assert res.notes == [*res.spec.notes, *post.notes] and post.draws.keys() == res.posterior_draws.keys()
     for n, x in post.draws.items():
         np.testing.assert_array_equal(x, res.posterior_draws[n])
     other = inference.posterior(jax.random.key(res.seed + 1), res.spec, m, res.sums, lik, method="is")
