@@ -42,8 +42,8 @@ elif point in ("writing", "stuck"):
     def stall(tmp):
         marker.touch()
         if point == "writing":
-            for _ in range(100):
-                time.sleep(0.05)  # a writer with no check in it: the next stage's check stops the run
+            for _ in range(40):
+                time.sleep(0.05)  # a writer with no check in it: the next stage's check stops the run (2 s: ample)
         else:
             time.sleep(600)  # only a second signal ends this
     folder.run_files = lambda res: ([stall, *run_files(res)[0]], [])
