@@ -54,7 +54,8 @@ def test_h100_against_b200_is_the_peak_ratio_over_the_mfu_ratio():
     """Tokens are shared and B's MFU is A's times an independent ratio r, so B / A = (P_A / P_B) / r draw by
     draw, and its median is (P_A / P_B) / median(r). r is a lognormal with 90% interval [0.65, 1.0], truncated
     above at 1.03: its median solves F(x) = F(1.03) / 2 (scipy). Tolerance: 4 MCSE of a median of log B / A
-    (sd / (n f) with the density of a normal of that sd: sqrt(pi / 2) sd / sqrt(n)), n = 50,000."""
+    (sd / (n f) with the density of a normal of that sd: sqrt(pi / 2) sd / sqrt(n)), n = 50,000 (a false-failure
+    rate of 6e-5), plus two bins of the histogram compare reads quantiles from (as tests/analysis/test_compare.py)."""
     a, b = load_spec(EXAMPLES / "dense70b-h100.yaml"), load_spec(EXAMPLES / "dense70b-b200.yaml")
     n = 50_000
     c = compare_mod.compare(a, b, samples=n)
@@ -64,7 +65,8 @@ def test_h100_against_b200_is_the_peak_ratio_over_the_mfu_ratio():
     peak = hardware.get("h100-sxm").peak("bf16") / hardware.get("b200").peak("bf16")
     got = c["ratio"]["p50"]
     se = math.sqrt(math.pi / 2) * sigma / math.sqrt(n)
-    assert abs(math.log(got) - math.log(peak / med_r)) < 4 * se + 0.01, (got, peak / med_r)
+    log_bin = np.diff(c["ratio_hist"]["log_edges"])[0] / 64  # compare reads its quantiles off this fine histogram
+    assert abs(math.log(got) - math.log(peak / med_r)) < 4 * se + 2 * log_bin, (got, peak / med_r)
     assert c["ratio"]["p5"] < got < c["ratio"]["p95"] and c["ratio"]["p95"] / c["ratio"]["p5"] > 1.3
 
 

@@ -162,7 +162,7 @@ class LayoutPrior:
         if "vpp" in mixed and lay.schedule != "interleaved":  # virtual stages only interleave
             mixed, lay = tuple(k for k in mixed if k != "vpp"), dataclasses.replace(lay, vpp=1)
         if mixed:
-            combos, tight = combinations(lay, self.shape, self.count, mixed, self._memory_of())
+            combos, tight = combinations(lay, self.shape, self.count, mixed, self.memory_of())
             if not combos:
                 raise ValueError(f"no setting of the unstated {', '.join(mixed)} runs and fits in memory")
             lay = dataclasses.replace(lay, **dict(zip(mixed, combos[0])))
@@ -178,7 +178,8 @@ class LayoutPrior:
             raise ValueError(f"needs {mem.total / 1e9:.0f} GB per accelerator, more than its {mem.capacity / 1e9:.0f} GB")
         return out
 
-    def _memory_of(self):
+    def memory_of(self):
+        """Memory per accelerator of another layout of this model on the file's count (None: no capacity known)."""
         if self.capacity_gb is None:
             return None
         return lambda lay: memory(lay, self.shape, self.counts, self.capacity_gb, float(self.count))

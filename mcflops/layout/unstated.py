@@ -55,31 +55,30 @@ def candidates(field: str, lo: Layout, shape, count: int) -> tuple[Any, ...]:
     raise ValueError(f"layout.{field} cannot be mixed")
 
 
+def _runnable(lo: Layout, shape, count: int, mixed: Sequence[str]):
+    """Each joint setting of the ``mixed`` fields (values in ``mixed``'s order) that runs, with its layout."""
+    for values in itertools.product(*(candidates(k, lo, shape, count) for k in mixed)):
+        lay = dataclasses.replace(lo, **dict(zip(mixed, values)))
+        if problem(lay, shape, count) is None:
+            yield values, lay
+
+
 def combinations(lo: Layout, shape, count: int, mixed: Sequence[str],
                  memory_of: Callable[[Layout], Any] | None) -> tuple[tuple[tuple, ...], bool]:
     """The joint settings of the ``mixed`` fields (values in ``mixed``'s order) that run and fit, and whether
     they fit only within the activation estimate's error. ``memory_of``: a layout's
     :class:`mcflops.layout.Memory` (None: no memory check). Empty when no setting runs or fits."""
-    runs: list[tuple] = []
-    for values in itertools.product(*(candidates(k, lo, shape, count) for k in mixed)):
-        lay = dataclasses.replace(lo, **dict(zip(mixed, values)))
-        if problem(lay, shape, count) is None:
-            runs.append(values)
     if memory_of is None:
-        return tuple(runs), False
-    mems = {v: memory_of(dataclasses.replace(lo, **dict(zip(mixed, v)))) for v in runs}
-    fit = tuple(v for v in runs if mems[v].headroom >= 0)
+        return tuple(v for v, _ in _runnable(lo, shape, count, mixed)), False
+    mems = {v: memory_of(lay) for v, lay in _runnable(lo, shape, count, mixed)}
+    fit = tuple(v for v, m in mems.items() if m.headroom >= 0)
     if fit:
         return fit, False
-    return tuple(v for v in runs if not mems[v].cannot_fit), True
+    return tuple(v for v, m in mems.items() if not m.cannot_fit), True
 
 
 def leanest(lo: Layout, shape, count: int, mixed: Sequence[str], memory_of: Callable[[Layout], Any]) -> Layout:
     """``lo`` at the setting of the ``mixed`` fields that runs with the least memory: the one a refusal's message
     quotes when none fits (``lo`` itself when none runs)."""
-    best, least = lo, None
-    for values in itertools.product(*(candidates(k, lo, shape, count) for k in mixed)):
-        lay = dataclasses.replace(lo, **dict(zip(mixed, values)))
-        if problem(lay, shape, count) is None and (least is None or memory_of(lay).total < least):
-            best, least = lay, memory_of(lay).total
-    return best
+    return min((lay for _, lay in _runnable(lo, shape, count, mixed)), key=lambda lay: memory_of(lay).total,
+               default=lo)

@@ -25,7 +25,7 @@ from mcflops import chain as napkin
 from mcflops import hardware as catalogue
 from mcflops.errors import kind
 from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
-    load_fit, memory, overlap_defaults, problem
+    load_fit, overlap_defaults, problem
 from mcflops.layout.unstated import MIXABLE, candidates, combinations, leanest
 from mcflops.numbers import parse_number
 from mcflops.priors.quantiles import median, ppf
@@ -114,8 +114,7 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     layout = Layout(**vals)
     # the smallest setting of each mixed field stands in until the memory check picks the settings that fit: a
     # problem it has (too few layers to interleave, too small a batch for one sequence per replica) every one has
-    layout = dataclasses.replace(layout, **{k: min(candidates(k, layout, shape, n) or (2,), key=_order)
-                                            for k in mixed})
+    layout = dataclasses.replace(layout, **{k: (candidates(k, layout, shape, n) or (2,))[0] for k in mixed})
     bad = problem(layout, shape, n)
     if bad is not None:
         raise err(f"layout: {bad[1]}", lay, bad[0] if bad[0] in lay else None)
@@ -136,12 +135,12 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     counting = conv.per_token(arch, n_med) / counts.training_flops_per_token
     prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id, unknown)
     if mixed:
-        mem_of = lambda lo: memory(lo, shape, counts, acc.memory_gb, float(n))  # noqa: E731
-        combos, tight = combinations(layout, shape, n, mixed, mem_of if acc.memory_gb else None)
+        mem_of = prior.memory_of()
+        combos, tight = combinations(layout, shape, n, mixed, mem_of)
         if combos:
             prior = dataclasses.replace(prior, layout=dataclasses.replace(layout, **dict(zip(mixed, combos[0]))),
                                         mixed=mixed, combos=combos, tight=tight)
-        elif acc.memory_gb:  # none fits: the message is the leanest setting's
+        elif mem_of is not None:  # none fits: the message is the leanest setting's
             prior = dataclasses.replace(prior, layout=leanest(layout, shape, n, mixed, mem_of))
     mem = prior.memory()
     if mem is not None and mem.cannot_fit:
@@ -155,10 +154,6 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     except ValueError as x:
         raise err(f"layout: {x}") from None
     return prior
-
-
-def _order(v):
-    return RECOMPUTE.index(v) if isinstance(v, str) else v
 
 
 def _efficiency(node: Mapping, here: Fields, acc_id: str) -> dict:

@@ -79,8 +79,7 @@ def units_note(flops: str, arch, priors: Mapping[str, Dist]) -> str | None:
         return ("mfu is in 6ND units (6 x parameters per token, flops: 6nd): attention's score FLOPs are not "
                 "counted, a few percent of a dense model's at 2-8K sequence and growing with it (12 L H Q T per "
                 "token, PaLM App. B), so an MFU counted with them (as papers often quote it) reads higher than the "
-                "same run's here; give an "
-                "architecture: (a preset or hf_config) to have the difference counted")
+                "same run's here; give an architecture: (a preset or hf_config) to have the difference counted")
     from mcflops.priors.quantiles import median
 
     ratio = counts.training_flops_per_token / (6.0 * float(median(n)))

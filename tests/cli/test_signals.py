@@ -58,10 +58,17 @@ def _send(tmp_path: Path, point: str, signals: list[int], samples: str) -> tuple
     spec.write_text(OK.read_text().replace("samples: 5000", f"samples: {samples}"))
     out = previous_report(tmp_path)
     before = tree(tmp_path)
+    rc, err = signal_child(CHILD, ["run", str(spec), "--out", str(out), "--quiet"], tmp_path, point, signals)
+    return rc, err, before, out
+
+
+def signal_child(child: str, args: list[str], tmp_path: Path, point: str, signals: list[int]) -> tuple[int, str]:
+    """Run ``child`` (a script like :data:`CHILD`) with the CLI ``args`` in ``tmp_path``; when it touches its marker
+    at ``point``, send it ``signals`` (0.3 s apart); its exit code and stderr."""
     marker = tmp_path / "reached"
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(HERE.parent), "MARKER": str(marker),
            "POINT": point}
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, "run", str(spec), "--out", str(out), "--quiet"],
+    proc = subprocess.Popen([sys.executable, "-c", child, *args],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, cwd=tmp_path, start_new_session=True)  # no terminal's Ctrl-C reaches it
     try:
@@ -79,7 +86,7 @@ def _send(tmp_path: Path, point: str, signals: list[int], samples: str) -> tuple
             proc.kill()
             proc.communicate()
     marker.unlink()
-    return proc.returncode, err, before, out
+    return proc.returncode, err
 
 
 @pytest.mark.parametrize("point, sigs, code, line", [

@@ -8,19 +8,14 @@ signal is to land: the poll after the first run's folder is written (idle), the 
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.cli.test_interrupt import OK, previous_report, tree
-from tests.cli.test_signals import CHILD as SIGNALS_CHILD
+from tests.cli.test_signals import CHILD as SIGNALS_CHILD, signal_child
 
-HERE = Path(__file__).resolve().parents[1]
 # tests/cli/test_signals.py's child (its sampling and writing hooks), with one more point: idle, the first poll
 # after the first run's folder is written
 IDLE = r"""
@@ -46,26 +41,9 @@ def _watch(tmp_path: Path, point: str, sig: int, samples: str) -> tuple[int, str
     spec.write_text(OK.read_text().replace("samples: 5000", f"samples: {samples}"))
     out = previous_report(tmp_path)
     before = tree(out)
-    marker = tmp_path / "reached"
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(HERE.parent), "MARKER": str(marker),
-           "POINT": point}
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, "watch", str(spec), "--out", str(out), "--poll", "0.05"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd=tmp_path, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 240
-        while not marker.exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the child never reached its point"
-            time.sleep(0.05)
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)  # one signal is enough: a second is never sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    marker.unlink()
-    return proc.returncode, err, before, out
+    # one signal is enough: a second is never sent
+    rc, err = signal_child(CHILD, ["watch", str(spec), "--out", str(out), "--poll", "0.05"], tmp_path, point, [sig])
+    return rc, err, before, out
 
 
 @pytest.mark.parametrize("point, sig, code", [
