@@ -148,26 +148,58 @@ class Curve:
         return np.asarray([self.p[int(g)] for g in counts])
 
 
-def _grid(lo: float, hi: float) -> list[int]:
-    return sorted({int(g) for g in np.ceil(np.geomspace(max(lo, 1.0), max(hi, 1.0), GRID_POINTS))})
+class Counts:
+    """The accelerator counts a plan may answer: every whole number, or only ``allowed`` (a layout runs on
+    multiples of tp x pp x cp whose dp divides the global batch: :meth:`LayoutPrior.runnable_counts`). The
+    search walks their positions: ``index`` of the smallest allowed count >= g, ``at`` the count at a position."""
+
+    def __init__(self, allowed=None):
+        self.allowed = None if allowed is None else np.asarray(sorted(set(allowed)), np.int64)
+        self.first = 1 if self.allowed is None else int(self.allowed[0])
+        self.last = None if self.allowed is None else int(self.allowed[-1])
+        self.base = 1 if self.allowed is None else 0  # the first count's position
+
+    def index(self, g: float) -> int:
+        if self.allowed is None:
+            return max(math.ceil(g - 1e-9), 1)
+        return int(min(np.searchsorted(self.allowed, g - 1e-9), len(self.allowed) - 1))
+
+    def at(self, i: int) -> int:
+        return int(i) if self.allowed is None else int(self.allowed[int(i)])
+
+    def grid(self, lo: float, hi: float, points: int = GRID_POINTS) -> list[int]:
+        """About ``points`` counts, geometric from lo to hi, each moved up to the next allowed count."""
+        return sorted({self.at(self.index(g)) for g in np.geomspace(max(lo, 1.0), max(hi, 1.0), points)})
 
 
-def fixed_point(curve: Curve, p: float, start: float) -> dict[str, Any]:
-    """The smallest integer G with curve(G) >= p, searched from ``start`` (the closed-form answer at the
-    file's count): a wide geometric grid, widened while the answer is not bracketed, then integer grids
+def runnable(spec: Spec) -> Counts:
+    """The counts every count-dependent prior of ``spec`` can be solved at (a failures model: any)."""
+    allowed = None
+    for dep in spec.count_dependent.values():
+        counts = getattr(dep, "runnable_counts", None)
+        if counts is not None:
+            mine = set(counts())
+            allowed = mine if allowed is None else allowed & mine
+    return Counts(allowed)
+
+
+def fixed_point(curve: Curve, p: float, start: float, counts: Counts | None = None) -> dict[str, Any]:
+    """The smallest allowed count G with curve(G) >= p, searched from ``start`` (the closed-form answer at the
+    file's count): a wide geometric grid, widened while the answer is not bracketed, then finer grids of positions
     inside the bracket. ``gpus`` None when no count tried reaches p (``best_gpus``: the closest)."""
+    counts = Counts() if counts is None else counts
     lo, hi = max(start / WIDE, 1.0), max(start * WIDE, 2.0)
     for _ in range(EXTEND + 1):
-        grid = _grid(lo, hi)
+        grid = counts.grid(lo, hi)
         pr = curve(grid)
         ok = np.nonzero(pr >= p)[0]
-        if len(ok) and (ok[0] > 0 or grid[0] == 1):
+        if len(ok) and (ok[0] > 0 or grid[0] == counts.first):
             break
         if len(ok):  # already reached at the grid's lowest count: look below
             lo, hi = max(grid[0] / WIDE**2, 1.0), grid[0]
-        elif int(np.argmax(pr)) == len(grid) - 1:  # still rising at its top: look above
+        elif int(np.argmax(pr)) == len(grid) - 1 and grid[-1] != counts.last:  # still rising at its top: look above
             lo, hi = grid[-1], grid[-1] * WIDE**2
-        else:  # the probability peaks inside the grid below p: no count reaches it
+        else:  # the probability peaks inside the grid below p, or the layout runs on no larger count
             break
     else:
         ok = np.nonzero(pr >= p)[0]
@@ -177,25 +209,30 @@ def fixed_point(curve: Curve, p: float, start: float) -> dict[str, Any]:
         if curve.p[best] <= 0:  # no draw finishes at any count tried: no count to name
             return {"gpus": None, "best_gpus": None, "best_prob": 0.0, "tried": [seen[0], seen[-1]]}
         i = seen.index(best)  # the peak, once more between its neighbours
-        curve(_grid(seen[max(i - 1, 0)], seen[min(i + 1, len(seen) - 1)]))
+        curve(counts.grid(seen[max(i - 1, 0)], seen[min(i + 1, len(seen) - 1)]))
         seen = sorted(curve.p)
         best = max(seen, key=lambda g: curve.p[g])
         if curve.p[best] >= p:  # a finer grid found a count that reaches p after all: search below it
-            return fixed_point(curve, p, best)
+            return fixed_point(curve, p, best, counts)
         return {"gpus": None, "best_gpus": best, "best_prob": curve.p[best]}
-    b = grid[ok[0]]
-    a = grid[ok[0] - 1] if ok[0] > 0 else 0
-    while b - a > 1:  # the first count at or above p lies in (a, b]
-        inner = sorted({int(g) for g in np.unique(np.round(np.geomspace(a + 1, b, min(GRID_POINTS, b - a))))})
-        pr = curve(inner)
+    b = counts.index(grid[ok[0]])
+    a = counts.index(grid[ok[0] - 1]) if ok[0] > 0 else counts.base - 1
+    shift = 1 - counts.base  # positions from 1, for the geometric grid
+    while b - a > 1:  # the first position at or above p lies in (a, b]
+        inner = sorted({int(i) for i in np.round(np.geomspace(a + 1 + shift, b + shift, min(GRID_POINTS, b - a))) - shift})
+        pr = curve([counts.at(i) for i in inner])
         first = int(np.nonzero(pr >= p)[0][0]) if np.any(pr >= p) else len(inner) - 1
         b, a = inner[first], (inner[first - 1] if first > 0 else a)
-    return {"gpus": int(b), "prob_at_gpus": curve.p[b], "prob_one_fewer": curve.p.get(b - 1)}
+    g = counts.at(b)
+    fewer = counts.at(b - 1) if b > counts.base else None
+    return {"gpus": g, "prob_at_gpus": curve.p[g], "fewer_gpus": fewer,
+            "prob_one_fewer": curve.p.get(fewer) if fewer is not None else None}
 
 
-def curve_points(curve: Curve, answer: int | None, points: int) -> tuple[list[int], list[float]]:
+def curve_points(curve: Curve, answer: int | None, points: int, counts: Counts | None = None) -> tuple[list[int], list[float]]:
     """The plan curve: ``points`` counts from where P is about 0.005 to where it is about 0.999 (or peaks),
-    read from the counts the search evaluated, then evaluated on that geometric grid."""
+    read from the counts the search evaluated, then evaluated on that geometric grid (allowed counts only)."""
+    counts = Counts() if counts is None else counts
     seen = sorted(curve.p)
     pr = np.asarray([curve.p[g] for g in seen])
     peak = seen[int(np.argmax(pr))]
@@ -203,8 +240,8 @@ def curve_points(curve: Curve, answer: int | None, points: int) -> tuple[list[in
     above = [g for g, q in zip(seen, pr) if q >= 0.999 and g >= peak]
     lo = below[-1] if below else seen[0]
     hi = above[0] if above else max(peak, answer or 0, lo + 1) if pr.max() > 0 else seen[-1]
-    counts = sorted({int(g) for g in np.ceil(np.geomspace(max(lo, 1), max(hi, 2), points))})
-    return counts, curve(counts).tolist()
+    grid = counts.grid(lo, hi, points)
+    return grid, curve(grid).tolist()
 
 
 def notes(spec: Spec, counts: Mapping[str, int | None]) -> list[str]:

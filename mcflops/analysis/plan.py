@@ -85,6 +85,8 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
     key = engine.seed_key(seed) if key is None else key
     G = opts.gpus or spec.hardware.count
     dep = tuple(spec.count_dependent)
+    if dep and opts.gpus:
+        refuse_count(spec, G)
     if dep:  # the hours, the cluster and the budgets at the asked count, with what depends on it re-solved there
         at = build_model(percount.spec_at(spec, G)) if G else model
         h = reduce(key, _plan_rows_at, (model, at), lik, n, static=(with_price,), progress=progress)
@@ -175,23 +177,55 @@ def held(spec) -> str:
     return "what moves with the accelerator count: " + "; ".join(parts)
 
 
+def refuse_count(spec, count: int) -> None:
+    """SpecError when a count-dependent prior (a layout) cannot be solved on ``count`` accelerators, naming the
+    nearest counts it runs on."""
+    for name, d in spec.count_dependent.items():
+        why = d.runs_on(count) if hasattr(d, "runs_on") else None
+        if why is None:
+            continue
+        ok = np.asarray(d.runnable_counts(), np.int64)
+        near = sorted({int(ok[i]) for i in (np.searchsorted(ok, count) - 1, np.searchsorted(ok, count))
+                       if 0 <= i < len(ok)})
+        hint = f"; it runs on {' or '.join(f'{g:,}' for g in near)} (the nearest)" if near else \
+            "; it runs on no accelerator count"
+        raise SpecError(f"{name}'s layout cannot run on {count:,} accelerators: {why}{hint}", path=spec.path,
+                        field="gpus")
+
+
+def searched(spec, counts: percount.Counts) -> str:
+    """The note that a plan searched only the counts its layout runs on, and which."""
+    from mcflops.layout import LayoutPrior
+
+    lay = next(d for d in spec.count_dependent.values() if isinstance(d, LayoutPrior)).layout
+    shown = [f"{g:,}" for g in counts.allowed]
+    listing = ", ".join(shown) if len(shown) <= 8 else ", ".join(shown[:3] + ["..."] + shown[-2:])
+    return (f"only counts the layout runs on were searched ({len(shown):,}: {listing}): multiples of tp x pp x cp = "
+            f"{lay.tp * lay.pp * lay.cp:,} whose dp divides the global batch of {lay.global_batch:,} sequences into "
+            "whole micro-batches; state another global_batch to search other counts")
+
+
 def _fixed_point(out: dict[str, Any], key, spec, model, lik, n: int, D: float, p: float, start: float) -> None:
     """The deadline's count and curve when inputs depend on the count (:mod:`mcflops.analysis.percount`), and
     the notes: what was re-solved, the goodput at the answer, the failures model's regime there."""
     curve = percount.Curve(key, spec, model, lik, n, D)
-    fp = percount.fixed_point(curve, p, start)
-    half = percount.fixed_point(curve, 0.5, start) if p != 0.5 else fp
+    counts = percount.runnable(spec)
+    fp = percount.fixed_point(curve, p, start, counts)
+    half = percount.fixed_point(curve, 0.5, start, counts) if p != 0.5 else fp
     ess = curve.ess
     dl: dict[str, Any] = {"days": D, "prob": p, "method": "fixed point", "gpus": fp["gpus"],
                           "gpus_p50": half["gpus"]}
     if fp["gpus"] is not None:
         P = fp["prob_at_gpus"]
-        dl.update(prob_at_gpus=P, prob_one_fewer=fp["prob_one_fewer"], mcse=math.sqrt(P * (1 - P) / max(ess, 1.0)))
+        dl.update(prob_at_gpus=P, fewer_gpus=fp["fewer_gpus"], prob_one_fewer=fp["prob_one_fewer"],
+                  mcse=math.sqrt(P * (1 - P) / max(ess, 1.0)))
     else:
         dl.update(best_gpus=fp["best_gpus"], best_prob=fp["best_prob"])
     out["deadline"] = dl
-    counts, probs = percount.curve_points(curve, fp["gpus"], CURVE_POINTS)
-    out["curve"] = {"days": D, "gpus": counts, "prob": probs}
+    points, probs = percount.curve_points(curve, fp["gpus"], CURVE_POINTS, counts)
+    out["curve"] = {"days": D, "gpus": points, "prob": probs}
+    if counts.allowed is not None:
+        out["notes"].append(searched(spec, counts))
     names = ", ".join(spec.count_dependent)
     g = fp["gpus"] if fp["gpus"] is not None else fp["best_gpus"]
     words = ", ".join(f"{name} p50 {percount.median_at(spec, name, g):.3f} on {g:,}" for name in spec.count_dependent) \

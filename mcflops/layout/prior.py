@@ -178,6 +178,38 @@ class LayoutPrior:
             raise ValueError(f"needs {mem.total / 1e9:.0f} GB per accelerator, more than its {mem.capacity / 1e9:.0f} GB")
         return out
 
+    def runs_on(self, count: int) -> str | None:
+        """Why this layout cannot run on ``count`` accelerators (None: it can): the loader's rules (:func:`problem`,
+        with the smallest micro-batch an unstated one may take) and a whole number of micro-batches per step on every
+        replica, global_batch = micro_batch x dp x m, which Megatron-LM requires (its
+        core/num_microbatches_calculator.py refuses any other global batch)."""
+        lay = self._smallest()
+        bad = problem(lay, self.shape, int(count))
+        if bad is not None:
+            return bad[1]
+        dp = round(lay.data_parallel(count))
+        if lay.global_batch % (lay.micro_batch * dp):
+            return (f"global_batch {lay.global_batch:,} is not a whole number of micro-batches on dp = {dp:,} "
+                    f"(micro_batch x dp = {lay.micro_batch * dp:,} does not divide it)")
+        return None
+
+    def runnable_counts(self) -> list[int]:
+        """Every accelerator count this layout runs on (:meth:`runs_on`), ascending: tp x pp x cp times each dp
+        that divides global_batch / micro_batch (the file's own count only, when it states dp)."""
+        lay = self._smallest()
+        if lay.dp is not None:
+            return [g for g in [lay.tp * lay.pp * lay.cp * lay.dp] if self.runs_on(g) is None]
+        per, step = lay.global_batch // lay.micro_batch, lay.tp * lay.pp * lay.cp
+        divisors = {d for i in range(1, math.isqrt(per) + 1) if per % i == 0 for d in (i, per // i)}
+        return [step * d for d in sorted(divisors) if self.runs_on(step * d) is None]
+
+    def _smallest(self) -> Layout:
+        """The layout with the smallest micro-batch among its settings (an unstated micro-batch takes several)."""
+        if "micro_batch" not in self.mixed or not self.combos:
+            return self.layout
+        j = self.mixed.index("micro_batch")
+        return dataclasses.replace(self.layout, micro_batch=min(c[j] for c in self.combos))
+
     def memory_of(self):
         """Memory per accelerator of another layout of this model on the file's count (None: no capacity known)."""
         if self.capacity_gb is None:
