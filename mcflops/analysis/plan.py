@@ -201,7 +201,8 @@ def searched(spec, counts: percount.Counts) -> str:
     shown = [f"{g:,}" for g in counts.allowed]
     listing = ", ".join(shown) if len(shown) <= 8 else ", ".join(shown[:3] + ["..."] + shown[-2:])
     return (f"only counts the layout runs on were searched ({len(shown):,}: {listing}): multiples of tp x pp x cp = "
-            f"{lay.tp * lay.pp * lay.cp:,} whose dp divides the global batch of {lay.global_batch:,} sequences into "
+            f"{lay.tp * lay.pp * lay.cp:,}" + (f" and of tp x pp x ep = {lay.tp * lay.pp * lay.ep:,}" if lay.ep > 1 else "")
+            + f" whose dp divides the global batch of {lay.global_batch:,} sequences into "
             "whole micro-batches; state another global_batch to search other counts")
 
 

@@ -187,6 +187,9 @@ class LayoutPrior:
         bad = problem(lay, self.shape, int(count))
         if bad is not None:
             return bad[1]
+        if lay.ep > 1 and count % (lay.tp * lay.pp * lay.ep):  # experts split over ep within the data-parallel ranks
+            return (f"{count:,} accelerators are not a multiple of tp x pp x ep = {lay.tp * lay.pp * lay.ep} "
+                    "(Megatron-Core's expert-parallel groups)")
         dp = round(lay.data_parallel(count))
         if lay.global_batch % (lay.micro_batch * dp):
             return (f"global_batch {lay.global_batch:,} is not a whole number of micro-batches on dp = {dp:,} "
@@ -195,13 +198,14 @@ class LayoutPrior:
 
     def runnable_counts(self) -> list[int]:
         """Every accelerator count this layout runs on (:meth:`runs_on`), ascending: tp x pp x cp times each dp
-        that divides global_batch / micro_batch (the file's own count only, when it states dp)."""
+        that divides global_batch / micro_batch (and, with experts, makes the count a multiple of tp x pp x ep); the
+        file's own count only, when it states dp."""
         lay = self._smallest()
         if lay.dp is not None:
             return [g for g in [lay.tp * lay.pp * lay.cp * lay.dp] if self.runs_on(g) is None]
-        per, step = lay.global_batch // lay.micro_batch, lay.tp * lay.pp * lay.cp
+        per, unit = lay.global_batch // lay.micro_batch, lay.tp * lay.pp * lay.cp
         divisors = {d for i in range(1, math.isqrt(per) + 1) if per % i == 0 for d in (i, per // i)}
-        return [step * d for d in sorted(divisors) if self.runs_on(step * d) is None]
+        return [unit * d for d in sorted(divisors) if self.runs_on(unit * d) is None]
 
     def _smallest(self) -> Layout:
         """The layout with the smallest micro-batch among its settings (an unstated micro-batch takes several)."""

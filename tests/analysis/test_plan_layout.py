@@ -125,3 +125,15 @@ def test_a_count_the_layout_cannot_run_on_is_one_line():
     with pytest.raises(SpecError, match=r"gpus: mfu's layout cannot run on 7,554 accelerators: .*multiple of tp x pp "
                                         r"x cp = 128; it runs on 4,096 or 8,192 \(the nearest\)"):
         plan_mod.plan(spec, plan_options(spec, gpus=7554))
+
+
+def test_an_expert_layout_runs_on_multiples_of_its_expert_groups():
+    """EP 8 with tp = pp = cp = 1: the counts are multiples of tp x pp x ep = 8 whose dp divides the 1,024-sequence
+    batch (an unstated micro-batch: its smallest setting, 1)."""
+    from pathlib import Path
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "priors" / "examples" / "moe-from-config.yaml")
+    lp = spec.count_dependent["mfu"]
+    assert lp.layout.ep == 8 and "micro_batch" in lp.mixed
+    assert lp.runnable_counts() == [g for g in range(1, 1025) if g % 8 == 0 and 1024 % g == 0]
+    assert "tp x pp x ep = 8" in lp.runs_on(12)
