@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from mcflops import reading
 from mcflops.errors import SpecError, closest
 
 # Fields every supported family has: key -> config field.
@@ -46,6 +47,7 @@ FAMILIES: dict[str, tuple[dict[str, str], dict[str, str], bool]] = {
                     False),
 }
 _PRESETS = "architectures.json"
+CONFIG_BYTES = 1 << 22  # a config.json is a few KB; the cap is read before anything is parsed
 
 
 def from_config(cfg: Mapping[str, Any], path: str) -> dict[str, Any]:
@@ -91,14 +93,8 @@ def _value(cfg: Mapping, name: str, path: str):
 def read_config(path: str | Path, shown: str | None = None) -> dict[str, Any]:
     """A config.json file read into Shape keys (``shown``: the path messages name)."""
     shown = shown or str(path)
-    try:
-        text = Path(path).read_text("utf-8")
-    except OSError as e:
-        raise SpecError(f"cannot read the Hugging Face config: {e.strerror or e}", path=shown) from None
-    try:
-        cfg = json.loads(text)
-    except ValueError as e:
-        raise SpecError(f"not JSON ({e})", path=shown) from None
+    cfg = reading.read_json(path, shown, kind="the Hugging Face config", limit=CONFIG_BYTES,
+                            why="a config.json is a page of JSON")
     return from_config(cfg, shown)
 
 

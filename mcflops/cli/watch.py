@@ -41,12 +41,13 @@ def add_parser(sub, whole: Callable[[str], int], seed: Callable[[str], int]) -> 
 def named_files(path: Path) -> list[Path]:
     """The prior file and the files it names: every string in it that is the path of an existing file,
     relative to the prior file's folder (or absolute). A file that does not parse names nothing."""
-    found = [path]
-    try:
-        from ruamel.yaml import YAML
+    from mcflops.errors import SpecError
+    from mcflops.spec.reader import parse_yaml, read_text
 
-        data = YAML(typ="safe", pure=True).load(path.read_text())
-    except Exception:  # noqa: BLE001 - load_spec reports what is wrong with the file
+    found = [path]
+    try:  # the prior files' reader: its size cap, its alias and nesting guards (a saved alias bomb names nothing)
+        data = parse_yaml(read_text(path, str(path)), str(path))
+    except SpecError:  # load_spec reports what is wrong with the file
         return found
     stack = [data]
     while stack:

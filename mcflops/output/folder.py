@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from mcflops import reading
 from mcflops.errors import SpecError
 from mcflops.output import files, lock
 from mcflops.output.files import Writer
@@ -23,7 +24,6 @@ REPORT_KEYS = frozenset({"name", "seed", "samples", "spec_hash", "version"})  # 
 REPORT_FILES = frozenset({REPORT_MARKER, "spec.resolved.yaml", "report.md", "report.html", "posterior.nc"})
 NETCDF_MISSING = "posterior.nc not written: install h5netcdf (pip install 'mcflops[full]')"
 FIGURES_MISSING = "posterior figures not drawn: install matplotlib (pip install 'mcflops[full]')"
-SUMMARY_CAP = 1 << 26  # bytes of summary.json read to decide whether a folder is a report
 
 Check = Callable[[], None] | None  # raises to stop between stages (the CLI's signal flag)
 
@@ -53,30 +53,17 @@ def check_out(out: Path, field: str | None = "--out") -> None:
             break
 
 
-def read_summary(folder: Path) -> Any:
-    """summary.json's content (FileNotFoundError when missing; ValueError when it is not JSON, over the cap,
-    or nested too deep to parse)."""
-    with (folder / REPORT_MARKER).open("rb") as f:
-        raw = f.read(SUMMARY_CAP + 1)
-    if len(raw) > SUMMARY_CAP:
-        raise ValueError(f"larger than {SUMMARY_CAP >> 20} MB")
-    try:
-        return json.loads(raw)
-    except RecursionError:
-        raise ValueError("nested too deep") from None
-
-
 def not_a_report(folder: Path) -> str | None:
     """Why ``folder`` is not a report `run` wrote (None when it is one): its summary.json must be a JSON
     object with mcflops' own keys, and it must hold nothing but the files a report holds (plain files,
     no subfolders), so that replacing it loses nothing else."""
-    try:
-        data = read_summary(folder)
-    except FileNotFoundError:
+    if not (folder / REPORT_MARKER).exists():
         return f"no {REPORT_MARKER}"
-    except (OSError, ValueError):
+    try:
+        data = reading.read_summary(folder)
+    except SpecError:
         return f"its {REPORT_MARKER} is not mcflops' JSON"
-    if not isinstance(data, dict) or not REPORT_KEYS <= data.keys():
+    if not REPORT_KEYS <= data.keys():
         return f"its {REPORT_MARKER} lacks mcflops' keys {', '.join(sorted(REPORT_KEYS))}"
     for p in sorted(folder.iterdir()):
         if p.is_symlink() or not p.is_file() or not (p.name in REPORT_FILES or p.suffix == ".png"):
@@ -275,16 +262,8 @@ def _rerender(folder: Path, where: str) -> None:
     from mcflops.report import render
 
     path = str(Path(where) / REPORT_MARKER)
-    try:
-        data = read_summary(folder)
-    except FileNotFoundError:
-        raise SpecError("no summary.json here: not a run folder (make one with `mcflops run FILE`)",
-                        path=where) from None
-    except OSError as e:
-        raise SpecError(f"cannot read: {e.strerror}", path=path) from None
-    except ValueError as e:
-        raise SpecError(f"not JSON mcflops wrote ({e})", path=path) from None
-    if not isinstance(data, dict) or not REPORT_KEYS <= data.keys():
+    data = reading.read_summary(folder, where)
+    if not REPORT_KEYS <= data.keys():
         raise SpecError(f"not a summary mcflops wrote (expected a JSON object with {', '.join(sorted(REPORT_KEYS))})",
                         path=path)
     try:

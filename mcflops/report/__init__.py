@@ -15,11 +15,11 @@ appear (:func:`numbered`). This package returns strings; the CLI writes them.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcflops import reading
 from mcflops.report import drivers
 from mcflops.report import layout as layout_section
 from mcflops.report import planning
@@ -50,16 +50,7 @@ def load(folder: str | Path, label: str | None = None) -> Run:
     from mcflops.errors import SpecError
 
     folder = Path(folder)
-    path = folder / "summary.json"
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError("no summary.json here: not a run folder (make one with `mcflops run FILE`)",
-                        path=str(folder)) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SpecError(f"cannot read summary.json: {e}", path=str(path)) from None
-    if not isinstance(summary, dict):
-        raise SpecError("summary.json is not a JSON object", path=str(path))
+    summary = reading.read_summary(folder)
     spec = None
     resolved = folder / "spec.resolved.yaml"
     if resolved.is_file():

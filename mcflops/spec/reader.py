@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from mcflops import reading
 from mcflops.errors import SpecError, kind
 
 
@@ -76,37 +77,12 @@ def parse_yaml(text: str, ctx: str) -> Mapping:
 MAX_BYTES = 1 << 20  # a prior file is a page of YAML; this cap is read before anything is parsed
 MAX_TEXT = 10_000  # characters in one text field (a description, a source): a report's paragraph, not a book
 MAX_DEPTH = 100  # levels of [ and { in a file (the parser recurses once per level)
-_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 
 
 def read_text(p: Path, ctx: str) -> str:
-    """The file's text: at most MAX_BYTES read (so `/dev/zero` or a disk image is refused, not read into
-    memory), UTF-8, or UTF-16 with its byte-order mark (what some Windows editors save); a byte that is
-    neither is named with its line."""
-    try:
-        with p.open("rb") as f:
-            raw = f.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise SpecError("no such file", path=ctx) from None
-    except IsADirectoryError:
-        raise SpecError("is a directory, expected a prior file (.yaml)", path=ctx) from None
-    except OSError as e:
-        raise SpecError(f"cannot read: {e.strerror}", path=ctx) from None
-    if len(raw) > MAX_BYTES:
-        raise SpecError(f"larger than {MAX_BYTES >> 20} MB: not a prior file (a prior file is a page of YAML)",
-                        path=ctx)
-    encoding = next((enc for bom, enc in _BOMS if raw.startswith(bom)), "utf-8")
-    try:
-        text = raw.decode(encoding)
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1 if encoding == "utf-8" else None
-        raise SpecError(f"not a text file: byte 0x{raw[e.start]:02x} is not {encoding.upper()} "
-                        "(save the file as UTF-8)", path=ctx, line=line) from None
-    # a prior file's keys are ASCII words: "UTF-16" bytes that decode to mostly other characters are binary
-    # that happens to start like a byte-order mark
-    if encoding == "utf-16" and 2 * sum(c.isascii() for c in text) < len(text):
-        raise SpecError("not a text file (expected UTF-8 YAML, or UTF-16 with its byte-order mark)", path=ctx)
-    return text
+    """A prior file's text (:func:`mcflops.reading.read_text`: at most MAX_BYTES read, UTF-8 or UTF-16 with its
+    byte-order mark, a bad byte named with its line)."""
+    return reading.read_text(p, ctx, kind="a prior file", limit=MAX_BYTES, why="a prior file is a page of YAML")
 
 
 def nesting(text: str, ctx: str) -> None:

@@ -96,7 +96,7 @@ def test_report_on_a_read_only_folder(report, monkeypatch, capsys):
 @pytest.mark.parametrize("summary, expect", [
     ("[" * 100_000, "nested too deep"),
     ({"prior": "x", "chain": [1]}, "a field of the wrong kind"),
-    ([1, 2], "not a summary mcflops wrote"),
+    ([1, 2], "not a summary.json mcflops wrote"),
 ], ids=["deep", "prior-text", "list"])
 def test_report_on_a_summary_mcflops_did_not_write(summary, expect, report, tmp_path, capsys):
     d = tmp_path / "copy"

@@ -90,7 +90,7 @@ def test_a_bad_config_names_the_config_file_and_field(tmp_path):
                      "hardware: {accelerator: h100-sxm}\npriors: {tokens: 1e9, mfu: 0.4}\n")
     with pytest.raises(SpecError, match=r"config.json: model_type: unknown model_type 'gpt2'"):
         load_spec(prior)
-    with pytest.raises(SpecError, match="cannot read the Hugging Face config"):
+    with pytest.raises(SpecError, match=r"absent.json: no such file \(expected the Hugging Face config\)"):
         spec({"hf_config": "absent.json", "seq_len": 1024})
 
 
