@@ -101,11 +101,12 @@ def sobol_indices(sums: Mapping[str, Any], row: int = 0) -> dict[str, Any]:
     """
     n = float(sums["n"])
     p = len(sums["names"])
-    ubar = sums["s"][row] / n
-    sigma = sums["ss"][row] / n - np.outer(ubar, ubar)  # per-draw covariance of u
-    mu, m2 = ubar[0], ubar[1]
-    V = m2 - mu * mu
-    if not V > 0:
+    with np.errstate(over="ignore", invalid="ignore"):  # overflowed sums are caught below, not warned about
+        ubar = sums["s"][row] / n
+        sigma = sums["ss"][row] / n - np.outer(ubar, ubar)  # per-draw covariance of u
+        mu, m2 = ubar[0], ubar[1]
+        V = m2 - mu * mu
+    if not (V > 0 and np.all(np.isfinite(sigma))):  # no variance, or linear-scale sums past float range
         nan = np.full(p, np.nan)
         return {"first": nan, "total": nan, "first_se": nan, "total_se": nan, "cov": np.full((2 * p, 2 * p), np.nan),
                 "variance": float(V)}
@@ -219,6 +220,10 @@ def prior_analysis(key: jax.Array, model: Model, opts: SensitivityOptions,
         sob = sobol(key, model, opts.output, opts.sobol_samples, progress=check, names=names)
         out["sobol"] = sobol_table(sob["log"], names)
         out["sobol_linear"] = sobol_table(sob["linear"], names)
+        if not np.isfinite(sob["linear"]["first"]).any() and np.isfinite(sob["log"]["first"]).any():
+            out["notes"].append(f"the Sobol indices of {opts.output} itself (not its log) are withheld: its draws "
+                                "span so many orders of magnitude that their sums of squares leave the float range; "
+                                f"the log-scale indices give the shares")
         out["sobol_info"] = {"scale": f"log {opts.output}", "base_samples": sob["n"],
                              "evaluations": sob["evaluations"], "seconds": round(sob["seconds"], 3),
                              "estimators": "first: Saltelli 2010; total: Jansen 1999 (Saltelli et al. 2010, "

@@ -22,12 +22,15 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~#!])")
 
 
 # Unicode's bidirectional controls (UAX #9: embeddings, overrides, isolates, marks): text from a prior file
-# shown with them would read in another order than it is written ("Trojan Source"); they are shown by name
-_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# shown with them would read in another order than it is written ("Trojan Source"); they are shown by name, as
+# are the C0 and C1 controls but tab, newline and carriage return (ESC and BEL would drive a terminal that
+# `cat`s report.md: an OSC-8 link, a title change)
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def neutral(text: Any) -> str:
-    """``text`` with every bidirectional control replaced by its code point written out ([U+202E])."""
+    """``text`` with every bidirectional and control character replaced by its code point written out
+    ([U+202E], [U+001B])."""
     return _BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", str(text))
 
 

@@ -431,3 +431,13 @@ def test_analyze_with_correlations_reports_shapley(key):
     assert line.startswith("Shapley effects (share of Var log gpu_hours, correlated inputs): ")
     top = max(s["shapley"], key=lambda n: s["shapley"][n]["effect"])
     assert line.split(": ")[1].startswith(f"{top} {s['shapley'][top]['effect']:.2f}")
+
+
+def test_overflowed_linear_sums_withhold_the_indices_without_a_warning():
+    """Sums of squares past float64 (an output spanning ~1e14x, squared): every index NaN, the same as no variance,
+    and no RuntimeWarning reaches the user (the suite turns warnings into errors)."""
+    names = ("a", "b")
+    s = np.array([[1e200, 1e300, 0.5e300, 0.5e300, 0.5e300, 0.5e300]])
+    ss = np.full((1, 6, 6), np.inf)
+    ix = sens.sobol_indices({"n": 10, "names": names, "s": s, "ss": ss})
+    assert all(np.isnan(ix[k]).all() for k in ("first", "total", "first_se", "total_se"))

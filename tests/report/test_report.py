@@ -482,7 +482,8 @@ def test_units_for_a_reader():
     assert fmt("gpu_hours", float("nan")) == "n/a" and interval("mfu", None, 0.4) == "n/a"
 
 
-_TEXT = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF, exclude_characters="\x7f"), min_size=1,
+# printable text: control characters (Cc) are shown by their code points instead (test_control_characters_...)
+_TEXT = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF, exclude_categories=("Cc",)), min_size=1,
                 max_size=40).filter(lambda t: t.strip())
 
 
@@ -521,3 +522,14 @@ def test_committed_report_is_current():
     fresh = report.render(folder, label=str(folder.relative_to(ROOT)))
     for name, text in fresh.items():
         assert (folder / name).read_text() == text, f"{name} is stale: run the README's command again"
+
+
+def test_control_characters_are_shown_by_name_not_sent():
+    """ESC and BEL from a text field would drive a terminal that prints report.md (an OSC-8 link); like the bidi
+    controls they are written out as their code points; tab and newline stay whitespace."""
+    from mcflops.report.markup import md_escape, neutral
+
+    osc8 = "\x1b]8;;https://x.example\x07click\x1b]8;;\x07"
+    assert "\x1b" not in md_escape(osc8) and "\x07" not in md_escape(osc8)
+    assert neutral(osc8).startswith("[U+001B]]8;;") and "[U+0007]" in neutral(osc8)
+    assert neutral("a\tb\nc") == "a\tb\nc" and neutral("\x85\x9b") == "[U+0085][U+009B]"
