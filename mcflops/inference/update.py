@@ -12,7 +12,8 @@ observation) is summarised from the resampled draws instead. When NUTS runs and 
 own errors can be trusted, the two are compared (crosscheck.py) and a disagreement beyond their joint
 errors is said. A posterior that fails its checks (NUTS's R-hat above 1.01, ESS below 1000, divergent
 transitions or a disagreement with importance sampling; importance sampling poor with nothing to fall
-back on) carries ``checks = {"passed": False, "why": [...]}`` so that the report and the terminal can
+back on; draws piled at the end of an input's sampler table, where the data contradict the prior beyond
+what the model draws: edges.py) carries ``checks = {"passed": False, "why": [...]}`` so that the report and the terminal can
 say so first.
 """
 
@@ -26,6 +27,7 @@ import numpy as np
 from mcflops.errors import SpecError
 from mcflops.inference import crosscheck, psis
 from mcflops.inference.conflicts import conflicts, no_draw_error
+from mcflops.inference.edges import edge_piles, edge_reason, observed_distance
 from mcflops.inference.findings import findings
 from mcflops.inference.importance import ESS_MIN, MIN_BINS, importance_posterior, poor_reasons, reservoir_draws, thin
 from mcflops.inference.summaries import sample_stats
@@ -109,9 +111,12 @@ def posterior(key, spec, model, sums, lik, *, method: str = "auto", sampler: Cal
     if lines:
         out["findings"] = lines
         notes += lines
-    failed = _nuts_failures(out) if use_nuts else why
+    failed = list(_nuts_failures(out) if use_nuts else why)
+    piles = edge_piles(model, sums.names, post_d)  # the sampler stopped where its table does (edges.py)
+    if piles:
+        failed.insert(0, edge_reason(piles, observed_distance(spec, out)))  # the cause, before its symptoms
     if failed:
-        out["checks"] = {"passed": False, "why": list(failed)}
+        out["checks"] = {"passed": False, "why": failed, **({"prior_edge": piles} if piles else {})}
     return Posterior(out, linear, tuple(notes))
 
 
