@@ -9,6 +9,8 @@ Formulas:
 - FLOPs per token, ``megatron``: 72 l h^2 (1 + s/(6h) + V/(12 l h)), i.e. Eq. 3 of Narayanan et al. 2021,
   "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM" (per iteration
   72 B s l h^2 (...) without activation recomputation, 96 with it), divided by the B s tokens of an iteration.
+- A published utilisation's FLOPs per token (:func:`published_per_token`): the above, ``causal``
+  (PaLM's attention term halved) and ``hfu`` (hardware FLOPs: Eq. 3 with recompute, 96 for full recompute).
 - FLOPs = FLOPs per token x D.
 - Accelerator-hours = FLOPs / (peak FLOP/s x MFU x goodput x 3600) (MFU: PaLM Appendix B; goodput: the
   share of wall-clock time spent on useful training).
@@ -138,6 +140,40 @@ CONVENTIONS: dict[str, Convention] = {
                                "and causal scores, MLP or experts, router, logits; backward twice the forward, "
                                "Narayanan et al. 2021)"),
 }
+
+
+# How a source counted the FLOPs behind its published utilisation (layout_runs.yaml's ``measured.convention``;
+# its header defines each): the conventions above, read the same way, and those only a source uses. A
+# published MFU is compared with the model's through the ratio of FLOPs per token.
+PUBLISHED = ("6nd", "megatron", "palm", "causal", "hfu", "unstated")
+
+
+def _per_token_causal(arch, n: float) -> float:  # PaLM's attention term halved: the causal mask skips half the scores
+    head_dim = arch.head_dim or arch.d_model // arch.heads
+    return 6.0 * n + 6.0 * arch.layers * arch.heads * head_dim * arch.seq_len
+
+
+def _per_token_megatron_recompute(arch) -> float:  # Narayanan 2021 Eq. 3 with recompute: 96 B s l h^2 (...)
+    h, l, s, v = arch.d_model, arch.layers, arch.seq_len, arch.vocab
+    return 96.0 * l * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l * h))
+
+
+def published_per_token(convention: str, arch, n: float, recompute: str = "none",
+                        recompute_ratio: float = 1.0) -> float:
+    """FLOPs per token as a source's ``convention`` (one of :data:`PUBLISHED`) counts them, N = ``n``.
+
+    ``unstated`` is read as palm. ``hfu`` counts the hardware's FLOPs, the recomputed forward included: with
+    ``full`` recompute as Narayanan et al. 2021's Eq. 3 counts it (the logits not recomputed), else megatron's
+    count times ``recompute_ratio``, the recompute's hardware over model FLOPs (mcflops.layout.recompute_ratio:
+    the layout sits above the chain, so its caller passes it; 1 without recompute)."""
+    if convention not in PUBLISHED:
+        raise ValueError(f"unknown convention {convention!r}")
+    if convention == "causal":
+        return _per_token_causal(arch, n)
+    if convention == "hfu":
+        return _per_token_megatron_recompute(arch) if recompute == "full" else \
+            recompute_ratio * _per_token_megatron(arch, n)
+    return CONVENTIONS["palm" if convention == "unstated" else convention].per_token(arch, n)
 
 
 def flops_per_token(spec, params: float | None) -> float:
@@ -305,6 +341,7 @@ __all__ = [
     "COUNT",
     "OUTPUTS",
     "PER_TOKEN",
+    "PUBLISHED",
     "TERMS",
     "Convention",
     "available",
@@ -315,4 +352,5 @@ __all__ = [
     "log_bounds",
     "log_centres",
     "params_share",
+    "published_per_token",
 ]

@@ -267,8 +267,8 @@ def layout_command(args) -> int:
     held-out production rows and trends; --write ships the priors, --out DIR writes layout_validation.json."""
     import time
 
-    from mcflops.calibration import layoutfit as lf
-    from mcflops.calibration import layoutvalidate as lv
+    from mcflops.layoutfit import fit as lf
+    from mcflops.layoutfit import validate as lv
 
     setup_jax()
     t = time.perf_counter()

@@ -207,7 +207,7 @@ def overlap_defaults(fsdp: bool) -> dict[str, bool]:
     """Megatron-Core's defaults for the overlap flags (all off), or the data-parallel two on under PyTorch FSDP,
     whose prefetch and asynchronous reduce-scatter are part of its design (Zhao et al. 2023, Sec. 3.3);
     tensor-parallel overlap is its own option everywhere (off). A flag a prior file or a benchmark row does not
-    state is unknown instead (both settings mixed 1:1: mcflops.spec.layoutspec, mcflops.calibration.layoutmix),
+    state is unknown instead (both settings mixed 1:1: mcflops.spec.layoutspec, mcflops.layoutfit.mix),
     except FSDP's two, on by design."""
     return {"overlap_grad_reduce": bool(fsdp), "overlap_param_gather": bool(fsdp), "tp_comm_overlap": False}
 

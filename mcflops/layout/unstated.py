@@ -21,7 +21,7 @@ cannot fit gets no weight, and only a layout no setting fits is refused. The equ
   is not whole (dp following a count that does not divide the batch).
 
 Memory is the central estimate's (headroom >= 0), the rule the layout fit applies to a benchmark row whose
-recompute is unstated (mcflops.calibration.layoutfit); where no setting fits at the central estimate, those that
+recompute is unstated (mcflops.layoutfit.fit); where no setting fits at the central estimate, those that
 fit within the activation estimate's error take the weight (and the report notes it).
 """
 

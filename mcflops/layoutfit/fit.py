@@ -3,7 +3,8 @@
 Each row of ``mcflops/data/layout_runs.yaml`` becomes its step's deterministic terms (:func:`mcflops.layout.terms`:
 the architecture's shape and counts, the accelerator's peak and bandwidths, the layout) and its measured MFU in
 TRUE model FLOPs (the architecture's causal count, ``counts.training_flops_per_token``), converted from the
-source's convention by the ratio of FLOPs per token (:func:`to_true`). The model, per row i of accelerator
+source's convention by the ratio of FLOPs per token (:func:`to_true`, each convention's count from
+:func:`mcflops.chain.published_per_token`). The model, per row i of accelerator
 family f and software stack k (non-centred, every effect partially pooled):
 
     logit eta_i = mu_gemm + tau_family z_f + tau_stack z_k            (GEMM efficiency of large GEMMs)
@@ -25,7 +26,7 @@ ZeRO 3 under FSDP else 1, sequence parallelism on, an unknown MLP width 4 d_mode
 vocabulary 51,200 (Megatron's GPT default), sequence 8,192 (torchtitan's Llama 3 configs); Megatron-Core's
 strong-scaling rows print no layout and take the weak-scaling 177B row's (tp 8, pp 6). An unstated overlap flag
 is unknown, not imputed: the row's likelihood, and every prediction of it (:func:`row_draws`), is the equal-weight
-mixture over its settings, as a prior file's and the held-out validation's are (:mod:`mcflops.calibration.layoutmix`;
+mixture over its settings, as a prior file's and the held-out validation's are (:mod:`mcflops.layoutfit.mix`;
 the two data-parallel flags on under FSDP, by its design).
 """
 
@@ -41,10 +42,10 @@ import numpy as np
 
 from mcflops import hardware as catalogue
 from mcflops.arch import Shape, counts as arch_counts
-from mcflops.calibration.layoutdata import LayoutRun, benchmark_rows
-from mcflops.calibration.layoutmix import Data, components, draw_components, mfu_model, mixture, step_over_t0, \
-    unknown_flags
-from mcflops.layout import Layout, Terms, memory, overlap_defaults, terms
+from mcflops.chain import published_per_token
+from mcflops.layout import RECOMPUTE, Layout, Terms, memory, overlap_defaults, recompute_ratio, terms
+from mcflops.layoutfit.data import LayoutRun, benchmark_rows
+from mcflops.layoutfit.mix import Data, components, draw_components, mfu_model, mixture, step_over_t0, unknown_flags
 
 FAMILIES = {"hopper": ("h100-sxm", "h100-pcie", "h800", "h200"), "a100": ("a100",),
             "tpu": ("tpu-v3", "tpu-v4", "tpu-v5p")}
@@ -56,7 +57,6 @@ STARTING = {"gemm": (0.65, 0.1), "tp_comm": (0.2, 2.0), "dp_comm": (0.2, 2.0), "
 Z95 = 1.6448536269514722
 IMPUTED_NOISE = 1.5  # the noise of a row whose layout was partly imputed, relative to a fully stated one
 DF = 4.0
-RECOMPUTE_ORDER = ("none", "selective", "full")
 
 
 def family(run: LayoutRun) -> str:
@@ -94,7 +94,7 @@ class Row:
     imputed: tuple[str, ...]
     noise: float
     unknown: tuple[str, ...] = ()  # overlap flags the source leaves out
-    mix: tuple[Terms, ...] = ()  # the terms at each mode x setting of ``unknown`` (layoutmix.settings), equal weight
+    mix: tuple[Terms, ...] = ()  # the terms at each mode x setting of ``unknown`` (mix.settings), equal weight
     modes: tuple[str, ...] = ("none",)  # the recompute modes mixed (the stated one, or every one that fits)
 
 
@@ -147,42 +147,24 @@ def fitting_modes(run: LayoutRun, shape: Shape, lo: Layout) -> tuple[str, ...]:
     """The recompute modes whose activations fit the accelerator's memory with ``lo`` (none, selective, full in
     that order; full alone where none fits)."""
     cap = run.memory_gb or catalogue.get(run.accelerator).memory_gb
-    fit = tuple(m for m in RECOMPUTE_ORDER
+    fit = tuple(m for m in RECOMPUTE
                 if memory(dataclasses.replace(lo, recompute=m), shape, arch_counts(shape), cap, float(run.count)).headroom >= 0)
     return fit or ("full",)
 
 
 def recompute_modes(run: LayoutRun, shape: Shape, lo: Layout, overrides: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """The row's recompute: the one its source (or ``overrides``) states, else every mode that fits, mixed with
-    equal weight as an unknown overlap flag is (layoutmix)."""
+    equal weight as an unknown overlap flag is (mix)."""
     if run.layout["recompute"] is not None or (overrides or {}).get("recompute") is not None:
         return (lo.recompute,)
     return fitting_modes(run, shape, lo)
 
 
-def per_token(convention: str, shape: Shape, n: float, recompute: str) -> float:
-    """Training FLOPs per token as each convention counts them (the YAML header defines each)."""
-    l, h, s, v = shape.layers, shape.d_model, shape.seq_len, shape.vocab
-    if convention == "6nd":
-        return 6.0 * n  # Kaplan et al. 2020, Sec. 2.1
-    if convention in ("palm", "unstated"):
-        return 6.0 * n + 12.0 * l * h * s  # PaLM App. B: 6N + 12 L H Q T, H Q = d_model
-    if convention == "causal":
-        return 6.0 * n + 6.0 * l * h * s  # the attention term halved for the causal mask
-    if convention == "megatron":
-        return 72.0 * l * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * l * h))  # Narayanan et al. 2021, Eq. 3 w/o recompute
-    if convention == "hfu":
-        if recompute == "full":  # Narayanan Eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh), the recompute forward counted
-            return 96.0 * l * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l * h))
-        from mcflops.layout import recompute_ratio
-
-        return recompute_ratio(recompute, s, h) * per_token("megatron", shape, n, recompute)
-    raise ValueError(f"unknown convention {convention!r}")
-
-
 def to_true(convention: str, shape: Shape, n: float, recompute: str) -> float:
-    """Multiply a published MFU by this to get it in true model FLOPs (causal, counted from the shape)."""
-    return arch_counts(shape).training_flops_per_token / per_token(convention, shape, n, recompute)
+    """Multiply a published MFU by this to get it in true model FLOPs (causal, counted from the shape): the
+    architecture's count over the source's (an HFU figure's counts the recompute at the layout model's ratio)."""
+    ratio = recompute_ratio(recompute, shape.seq_len, shape.d_model) if convention == "hfu" else 1.0
+    return arch_counts(shape).training_flops_per_token / published_per_token(convention, shape, n, recompute, ratio)
 
 
 def prepare(run: LayoutRun, arch: Mapping[str, Any] | None = None, layout: Mapping[str, Any] | None = None) -> Row:
@@ -250,7 +232,7 @@ def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True) 
     log_dp = hyper["dp_comm"][0] + hyper["dp_comm"][1] * hyper["dp_comm"][2][st]
     import jax.numpy as jnp
 
-    m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv)  # rows x components: layoutmix
+    m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv)  # rows x components: mix
     numpyro.sample("obs", mixture(jnp.log(m), sigma * a["noise"], a["weight"], DF), obs=a["log_y"] if observe else None)
 
 
@@ -296,7 +278,7 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
 
 def row_draws(f: Fit, r: Row) -> np.ndarray:
     """Posterior draws of a row's model MFU (true FLOPs), its family and stack as fitted (new ones drawn), its
-    unknown overlap flags drawn per draw as the fit mixes them (layoutmix.draw_components)."""
+    unknown overlap flags drawn per draw as the fit mixes them (mix.draw_components)."""
     s, rng = f.samples, np.random.default_rng(1)
     n = len(s["mu_gemm"])
     fz = s["z_family"][:, f.data.families.index(r.family)] if r.family in f.data.families else rng.standard_normal(n)

@@ -7,10 +7,10 @@ validation: each of its two settings is taken with weight 1/2, independently, so
 the equal-weight mixture of its 2^u layouts (the 1/2 is a prior choice, no setting favoured, not a measurement).
 Under FSDP the two data-parallel flags are on by its design (Zhao et al. 2023, "PyTorch FSDP", Sec. 3.3) and
 not unknown. A recompute the source does not state is unknown the same way: each mode whose activations fit the
-accelerator's memory (:func:`mcflops.calibration.layoutfit.recompute_modes`) with equal weight, so a row has
+accelerator's memory (:func:`mcflops.layoutfit.fit.recompute_modes`) with equal weight, so a row has
 modes x 2^u components, each with its own terms (:func:`mcflops.layout.terms`).
 
-A row's likelihood is then the mixture of its components' (:data:`mcflops.calibration.layoutfit.DF`-Student-t)
+A row's likelihood is then the mixture of its components' (:data:`mcflops.layoutfit.fit.DF`-Student-t)
 densities, log sum_c w_c p_c(y), computed as a log-sum-exp over an axis of configurations (shape rows x K, K the
 most components of any row); a row with fewer components is padded with copies of its first at weight 0. A flag
 that cannot act on a row (``tp_comm_overlap`` at tp 1, ``overlap_param_gather`` without ZeRO's gather) gives two
@@ -68,7 +68,7 @@ class Data:
 
     @staticmethod
     def of(rs: Sequence[Any], families: Sequence[str] | None = None, stacks: Sequence[str] | None = None) -> Data:
-        """``rs``: :class:`mcflops.calibration.layoutfit.Row` (``terms``, ``mix``: the components' Terms)."""
+        """``rs``: :class:`mcflops.layoutfit.fit.Row` (``terms``, ``mix``: the components' Terms)."""
         fams = tuple(families or sorted({r.family for r in rs}))
         sts = tuple(stacks or sorted({r.stack for r in rs}))
         col = {

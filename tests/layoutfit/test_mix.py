@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from mcflops.calibration import layoutfit as lf
-from mcflops.calibration.layoutdata import benchmark_rows
-from mcflops.calibration.layoutmix import Data, settings
+from mcflops.layoutfit import fit as lf
+from mcflops.layoutfit.data import benchmark_rows
+from mcflops.layoutfit.mix import Data, settings
 from mcflops import hardware
 from mcflops.arch import counts
 from mcflops.layout import OVERLAP_FLAGS, memory, mfu

@@ -2,7 +2,9 @@
 
 Rows are ``benchmark`` (published benchmark tables: the fitting set) or ``production`` (real runs, held out
 of every fit). The file's header comment is the schema; every row is checked against it, and a bad one raises
-``LayoutDataError`` (a ValueError) naming the file, the row id and the field. Plain Python, no JAX.
+``LayoutDataError`` (a ValueError) naming the file, the row id and the field. The recompute modes, schedules and
+overlap flags a row may name are the layout model's (:mod:`mcflops.layout.model`), its FLOP conventions the
+chain's (:data:`mcflops.chain.PUBLISHED`). Plain Python, no JAX.
 """
 
 from __future__ import annotations
@@ -16,21 +18,18 @@ from types import MappingProxyType
 from typing import Any
 
 from mcflops import hardware
+from mcflops.chain import PUBLISHED
+from mcflops.layout import OVERLAP_FLAGS, RECOMPUTE, SCHEDULES
 
-__all__ = ["CONVENTIONS", "KINDS", "LAYOUT_KEYS", "RECOMPUTE", "SCHEDULES", "STATUSES", "LayoutDataError",
-           "LayoutRun", "benchmark_rows", "load_layout_runs", "production_rows"]
+__all__ = ["KINDS", "LAYOUT_KEYS", "STATUSES", "LayoutDataError", "LayoutRun", "benchmark_rows", "load_layout_runs",
+           "production_rows"]
 
 SCHEMA = "layout_runs_v1"
 KINDS = ("benchmark", "production")
 STATUSES = ("V", "Vq", "S", "D")
 PRECISIONS = ("bf16", "fp16", "fp8")
-# How the source counts the FLOPs behind its utilisation (the YAML header defines each).
-CONVENTIONS = ("6nd", "megatron", "palm", "causal", "hfu", "unstated")
-RECOMPUTE = ("none", "selective", "full")
-SCHEDULES = ("1f1b", "interleaved", "zero_bubble", "dualpipe")
 DEGREES = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch")
-OVERLAP = ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
-LAYOUT_KEYS = (*DEGREES, "recompute", "schedule", "zero", "fsdp", "sequence_parallel", *OVERLAP)
+LAYOUT_KEYS = (*DEGREES, "recompute", "schedule", "zero", "fsdp", "sequence_parallel", *OVERLAP_FLAGS)
 ARCH_INTS = ("layers", "d_model", "heads", "kv_heads", "ffn", "vocab", "seq_len")
 ARCH_OPTIONAL = ("experts", "experts_active")
 REQUIRED = ("id", "kind", "series", "model", "architecture", "params", "accelerator", "precision", "count",
@@ -135,7 +134,7 @@ def _layout(row: _Row, raw: Any, count: int) -> Mapping[str, Any]:
     lay["zero"] = raw.get("zero")
     if lay["zero"] is not None and (isinstance(lay["zero"], bool) or lay["zero"] not in (0, 1, 2, 3)):
         raise row.fail("layout.zero", "one of 0, 1, 2, 3 or null", lay["zero"])
-    for key in ("fsdp", "sequence_parallel", *OVERLAP):
+    for key in ("fsdp", "sequence_parallel", *OVERLAP_FLAGS):
         lay[key] = row.choice(raw.get(key), f"layout.{key}", (True, False))
     # tp*pp*dp*cp is the job (dp counts FSDP/ZeRO shards too); ep lies inside dp*cp, so it divides it.
     degrees = [lay[k] for k in ("tp", "pp", "dp", "cp")]
@@ -158,7 +157,7 @@ def _measured(row: _Row, raw: Any, acc: hardware.Accelerator, precision: str | N
     out: dict[str, Any] = {}
     for key in (*MEASURED_FRACTIONS, *MEASURED_POSITIVE):
         out[key] = None if raw.get(key) is None else row.positive(raw[key], f"measured.{key}", key in MEASURED_FRACTIONS)
-    out["convention"] = row.choice(raw.get("convention"), "measured.convention", CONVENTIONS,
+    out["convention"] = row.choice(raw.get("convention"), "measured.convention", PUBLISHED,
                                    nullable=out["mfu"] is None)
     if out["mfu"] is None and out["tokens_per_s_per_gpu"] is None and out["tflops_per_gpu"] is None:
         raise row.fail("measured", "mfu, tflops_per_gpu or tokens_per_s_per_gpu", raw)

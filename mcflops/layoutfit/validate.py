@@ -1,6 +1,6 @@
 """The layout fit's shipped priors, and its checks: held-out production runs, held-out benchmark trends.
 
-:func:`export` turns a :class:`mcflops.calibration.layoutfit.Fit` into ``layout_fit.json`` (schema
+:func:`export` turns a :class:`mcflops.layoutfit.fit.Fit` into ``layout_fit.json`` (schema
 ``layout_fit_v1``): the posterior predictive for a NEW run with a NEW software stack, on a known accelerator
 family (``accelerator:``, GEMM efficiency only: the other parameters do not depend on the family) or on an
 unseen one (``default:``), each parameter's marginal on its own. :func:`production` predicts each production
@@ -20,10 +20,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from mcflops.calibration import layoutfit as lf
-from mcflops.calibration.layoutdata import LayoutRun, benchmark_rows, production_rows
-from mcflops.calibration.layoutmix import draw_components, unknown_flags
 from mcflops.layout import OVERLAP_FLAGS, PARAMS
+from mcflops.layoutfit import fit as lf
+from mcflops.layoutfit.data import LayoutRun, benchmark_rows, production_rows
+from mcflops.layoutfit.mix import draw_components, unknown_flags
 
 SCHEMA = "layout_fit_v1"
 EP_SOURCE = ("not fitted: no benchmark row is a mixture of experts, so the rows say nothing about ep_comm; the "
@@ -88,7 +88,7 @@ def layout_prior(run: LayoutRun, fit_json: Mapping[str, Any], arch: Mapping | No
     lo, _ = lf.layout_of(run, shape, layout)
     lay = {k: getattr(lo, k) for k in LAYOUT_KEYS}
     # an overlap flag neither the row's source nor the overrides state is unknown: the prior mixes both settings,
-    # as the fit does (layoutmix; FSDP's data-parallel two stay on, by its design)
+    # as the fit does (mix; FSDP's data-parallel two stay on, by its design)
     lay.update({k: "unknown" for k in unknown_flags(run.layout, layout)})
     doc = {"name": run.id, "description": run.model, "seed": 0, "samples": 1000,
            "hardware": {"accelerator": run.accelerator, "precision": run.precision or "bf16", "count": run.count},
@@ -108,7 +108,7 @@ def production(fit_json: Mapping[str, Any], runs: Sequence[LayoutRun] | None = N
         arch, lay = PRODUCTION.get(run.series, ({}, {}))
         row = lf.prepare(run, arch, lay)
         shape, n = _n(run, arch)
-        # an unstated recompute: each mode that fits, mixed 1:1 per draw as the fit mixes it (layoutmix)
+        # an unstated recompute: each mode that fits, mixed 1:1 per draw as the fit mixes it (mix)
         true = [layout_prior(run, fit_json, arch, {**lay, "recompute": mode}).factor_draws()["mfu"] for mode in row.modes]
         m = draw_components([t / lf.to_true(row.convention, shape, n, mode) for t, mode in zip(true, row.modes)], (),
                             len(row.modes))

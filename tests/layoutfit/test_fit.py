@@ -1,5 +1,6 @@
-"""The layout calibration: FLOP conventions against published arithmetic, the fit recovering known parameters
-from rows simulated through mcflops.layout, and the shipped layout_fit.json."""
+"""The layout calibration: the sources' FLOP conventions (mcflops.chain.published_per_token) against published
+arithmetic, the fit recovering known parameters from rows simulated through mcflops.layout, and the shipped
+layout_fit.json."""
 
 import dataclasses
 import json
@@ -9,26 +10,30 @@ import numpy as np
 import pytest
 
 from mcflops.arch import Shape, counts
-from mcflops.calibration import layoutfit as lf
-from mcflops.calibration.layoutdata import benchmark_rows, production_rows
+from mcflops.chain import published_per_token as per_token
 from mcflops.layout import PARAMS, mfu
 from mcflops.layout.fit import FIT
+from mcflops.layoutfit import fit as lf
+from mcflops.layoutfit.data import benchmark_rows, production_rows
 
 GPT175 = Shape(layers=96, d_model=12288, heads=128, vocab=64000, seq_len=2048, glu=False)
 
 
 def test_megatron_count_is_megascales_flops_per_token():
     # MegaScale's Megatron-LM rows: aggregate PFLOP/s / tokens/s = 1.077e12 FLOP per token (layout_runs.yaml)
-    assert lf.per_token("megatron", GPT175, 175e9, "none") == pytest.approx(1.077e12, rel=5e-4)
+    assert per_token("megatron", GPT175, 175e9) == pytest.approx(1.077e12, rel=5e-4)
 
 
 def test_hfu_is_narayanan_eq3_expanded():
     l, h, s, v = 96, 12288, 2048, 64000
     hfu = 96 * l * h * h + 16 * l * h * s + 6 * h * v  # 96 B s l h^2 (1 + s/6h + V/16lh), multiplied out
-    assert lf.per_token("hfu", GPT175, 175e9, "full") == pytest.approx(hfu, rel=1e-12)
-    # without full recompute: rho x the model count (selective: 1 + s / (18 h + 3 s))
+    assert per_token("hfu", GPT175, 175e9, "full") == pytest.approx(hfu, rel=1e-12)
+    # without full recompute: rho x the model count (selective: 1 + s / (18 h + 3 s)), the layout model's rho
+    # as the fit converts an HFU figure
     rho = 1 + s / (18 * h + 3 * s)
-    assert lf.per_token("hfu", GPT175, 175e9, "selective") == pytest.approx(rho * (72 * l * h * h + 12 * l * h * s + 6 * h * v))
+    true = counts(GPT175).training_flops_per_token
+    assert lf.to_true("hfu", GPT175, 175e9, "selective") == pytest.approx(true / (rho * (72 * l * h * h + 12 * l * h * s + 6 * h * v)))
+    assert lf.to_true("hfu", GPT175, 175e9, "none") == pytest.approx(true / (72 * l * h * h + 12 * l * h * s + 6 * h * v))
 
 
 @pytest.mark.parametrize("run_id, without, with_", [("mt-nlg-530b", 0.297, 0.302), ("palm-540b", 0.457, 0.462)])
@@ -36,13 +41,16 @@ def test_attention_term_matches_published_pairs(run_id, without, with_):
     # PaLM Table 3 / App. B print MFU without and with the attention FLOPs: their ratio is palm / 6nd
     run = next(r for r in production_rows() if r.id == run_id)
     shape, _ = lf.shape_of(run)
-    ratio = lf.per_token("palm", shape, run.params["total"], "full") / lf.per_token("6nd", shape, run.params["total"], "full")
+    ratio = per_token("palm", shape, run.params["total"]) / per_token("6nd", shape, run.params["total"])
     assert ratio == pytest.approx(with_ / without, abs=0.006)  # the printed figures' rounding (3 digits)
 
 
 def test_causal_and_true_counts():
     n = 175e9
-    assert lf.per_token("causal", GPT175, n, "none") == 6 * n + 6 * 96 * 12288 * 2048
+    assert per_token("causal", GPT175, n) == 6 * n + 6 * 96 * 12288 * 2048
+    assert per_token("unstated", GPT175, n) == per_token("palm", GPT175, n) == 6 * n + 12 * 96 * 12288 * 2048
+    with pytest.raises(ValueError, match="architecture"):
+        per_token("architecture", GPT175, n)  # a spec's convention, never a source's
     # true FLOPs: 3 x forward; without GQA/GLU the forward is 2 (4 h^2 + 8 h^2) per layer + causal scores + logits
     fwd = 96 * 2 * 12 * 12288 ** 2 + 2 * 96 * 12288 * 2 * 2048 / 2 + 2 * 12288 * 64000
     assert counts(GPT175).training_flops_per_token == pytest.approx(3 * fwd, rel=1e-12)
@@ -106,7 +114,7 @@ def test_fit_recovers_known_parameters():
 
 
 def test_shipped_fit_parses_and_is_the_fit():
-    from mcflops.calibration.layoutvalidate import SCHEMA, efficiency_for, layout_prior
+    from mcflops.layoutfit.validate import SCHEMA, efficiency_for, layout_prior
 
     doc = json.loads(FIT.read_text())
     assert doc["schema"] == SCHEMA and set(doc["default"]) == set(PARAMS)
