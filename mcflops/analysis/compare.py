@@ -85,13 +85,14 @@ def parse_couple(items: Mapping[str, Any] | Sequence[str] | None, field: str = "
     return out
 
 
-def coupling(spec_a, spec_b, couple: Mapping[str, Any] | Sequence[str] | None = None) -> list[dict[str, Any]]:
+def coupling(spec_a, spec_b, couple: Mapping[str, Any] | Sequence[str] | None = None,
+             tag: str = "B") -> list[dict[str, Any]]:
     """How every input of either file is drawn in B against A: one row per input (A's order, then B's new
     ones) with ``name``, ``a`` and ``b`` (the priors in words, None where absent), ``draws`` (shared, coupled,
     independent or fixed), ``spearman`` (the rank correlation of A's and B's draws: 1 shared, the requested
     one coupled, 0 independent; None fixed) and, when coupled, ``by`` (``--couple`` or ``compare:``).
     ``couple``: the command line's, as :func:`parse_couple` takes it; it adds to B's ``compare: {couple:
-    ...}`` block and overrides it."""
+    ...}`` block and overrides it (``tag``: how messages name B)."""
     given = parse_couple(couple)
     block = {n: line for (n, _), line in zip(spec_b.compare.couple, spec_b.compare.lines) if n not in given}
     couple = {**dict(spec_b.compare.couple), **given}
@@ -115,7 +116,7 @@ def coupling(spec_a, spec_b, couple: Mapping[str, Any] | Sequence[str] | None = 
                       else dict(field="--couple"))
                 raise SpecError(f"{name} is {state} A: only an input uncertain in both files can be coupled", **at)
             if not ub:
-                raise SpecError(f"{name} is {'absent from' if db is None else 'a point value in'} B: only an input "
+                raise SpecError(f"{name} is {'absent from' if db is None else 'a point value in'} {tag}: only an input "
                                 "uncertain in both files can be coupled", field="--couple")
             how, rho = COUPLED, couple.pop(name)
             extra = {"by": "compare:" if name in block else "--couple"}
@@ -164,22 +165,46 @@ def _paired(key, params, block, size, plan, at=None):
     """Both files' centred log inputs and outputs on one block's draws (``plan``: B's (input, draws) pairs;
     ``at``: draws at .. at + size - 1 of the block, None: its first ``size``)."""
     a, b, rho, comp, ratios = params
+    return tuple(scenario_values(key, (a, ((b, rho, comp, ratios),)), block, size,
+                                 (tuple((n, how, 0) for n, how in plan),), at))
+
+
+SCENARIO = 0x8000_0000  # scenario k >= 2's own sub-stream of COMPARE: above every input's 31-bit id
+
+
+def scenario_values(key, params, block, size, plans, at=None) -> list:
+    """Every scenario's centred log inputs and outputs on one block's draws: A's as ``mcflops run A`` draws
+    them, then each other scenario's against A (``params``: (model A, ((model, rho, sqrt(1 - rho^2), ratios),
+    ...)); ``plans``: per other scenario its (input, draws, source) triples, source k > 0 meaning "the same
+    prior and the same relation to A as scenario k": its scores, so scenarios that share an input share its
+    draws). Scenario 1's own stream is compare's second file's; scenario k >= 2 draws from
+    ``fold_in(fold_in(key, COMPARE), SCENARIO | k)`` (engine.streams), one stream no other pass draws from."""
+    a, others = params
     za = _raw(key, a, block, size, at)
-    wkey = jax.random.fold_in(key, engine.COMPARE)
-    zb, j = {}, 0
-    for name, how in plan:
-        if how == SHARED:
-            zb[name] = za[name]
-            continue
-        k = jax.random.fold_in(jax.random.fold_in(wkey, engine.stable_id(name)), block)
-        w = engine.normals(k, (size,)) if at is None else engine.normals_at(k, at, size)
-        if how == COUPLED:
-            zb[name] = rho[j] * za[name] + comp[j] * w  # Gaussian copula, normal-score correlation rho
-            j += 1
-        else:
-            zb[name] = w  # independent, or the ratio's own score
     va = evaluate(a, apply_copula(a, za))
-    return va, _evaluate_b(b, apply_copula(b, zb), va, ratios, tuple(n for n, how in plan if how == RATIO))
+    wkey = jax.random.fold_in(key, engine.COMPARE)
+    vals, scores = [va], []
+    for k, ((b, rho, comp, ratios), plan) in enumerate(zip(others, plans), start=1):
+        skey = wkey if k == 1 else jax.random.fold_in(wkey, SCENARIO | k)
+        zb, j = {}, 0
+        for name, how, src in plan:
+            if how == SHARED:
+                zb[name] = za[name]
+                continue
+            if src:
+                zb[name] = scores[src - 1][name]
+                j += how == COUPLED
+                continue
+            kk = jax.random.fold_in(jax.random.fold_in(skey, engine.stable_id(name)), block)
+            w = engine.normals(kk, (size,)) if at is None else engine.normals_at(kk, at, size)
+            if how == COUPLED:
+                zb[name] = rho[j] * za[name] + comp[j] * w  # Gaussian copula, normal-score correlation rho
+                j += 1
+            else:
+                zb[name] = w  # independent, or the ratio's own score
+        scores.append(zb)
+        vals.append(_evaluate_b(b, apply_copula(b, zb), va, ratios, tuple(n for n, how, _ in plan if how == RATIO)))
+    return vals
 
 
 def _evaluate_b(b: Model, z, va, ratios, names: tuple[str, ...]):
@@ -218,7 +243,8 @@ def _params(spec_a, spec_b, rows):
     ma, mb = build_model(spec_a), build_model(spec_b)
     how = {r["name"]: r["draws"] for r in rows}
     plan = tuple((n, how[n]) for n, s in zip(mb.inputs, mb.samplers) if s.kind != "const")
-    rhos = [normal_score(r["spearman"]) for r in rows if r["draws"] == COUPLED and r["name"] in dict(plan)]
+    spear = {r["name"]: r["spearman"] for r in rows if r["draws"] == COUPLED}
+    rhos = [normal_score(spear[n]) for n, h in plan if h == COUPLED]  # in the order the draws consume them
     rho = jnp.asarray(np.asarray(rhos, np.float32))
     comp = jnp.asarray(np.sqrt(np.maximum(0.0, 1.0 - np.square(np.asarray(rhos, np.float64)))).astype(np.float32))
     names = [n for n, h in plan if h == RATIO]
@@ -239,26 +265,27 @@ def paired_draws(spec_a, spec_b, couple: Mapping[str, float] | None = None, *, s
     return lin(params[0], va), lin(params[1], vb)
 
 
-def _notes(spec_a, spec_b, ma, mb, rows, posterior: bool) -> list[str]:
+def _notes(spec_a, spec_b, ma, mb, rows, posterior: bool, tag: str = "B") -> list[str]:
+    """What a reviewer would question about B against A (``tag``: how the notes name B: a scenario's letter)."""
     notes = []
     ca, cb = (set(m.copula.names) if m.copula is not None else set() for m in (ma, mb))
     if ca != cb or (ma.copula is not None and ma.copula.names != mb.copula.names):
-        notes.append("the two files correlate different inputs, so the shared inputs' draws differ where the "
+        notes.append(f"A and {tag} correlate different inputs, so the shared inputs' draws differ where the "
                      "correlations do")
     inside = [r["name"] for r in rows if r["draws"] == COUPLED and r["name"] in ca | cb]
     if inside:
-        notes.append(f"{', '.join(inside)}: also correlated with other inputs inside a file, so the A-B rank "
+        notes.append(f"{', '.join(inside)}: also correlated with other inputs inside a file, so the A-{tag} rank "
                      "correlation differs somewhat from the one requested (the coupling acts before each file's "
                      "own correlations)")
     indep = [r["name"] for r in rows if r["draws"] == INDEPENDENT and r["a"] is not None and r["b"] is not None]
     if indep:
-        notes.append(f"drawn independently in A and B (their priors differ): {', '.join(indep)}; if both files "
+        notes.append(f"drawn independently in A and {tag} (their priors differ): {', '.join(indep)}; if both files "
                      f"mean the same quantity, say how closely they move together with --couple {indep[0]}=RHO "
                      "(a rank correlation), or make the priors identical to share the draws")
     for r in rows:
         if r["draws"] == RATIO:
-            notes.append(f"{r['name']}: B's draw is A's times an independent draw of the ratio {r['ratio']} "
-                         f"(B's relative_to: {r['relative_to']}), so B / A for {r['name']} is that prior exactly")
+            notes.append(f"{r['name']}: {tag}'s draw is A's times an independent draw of the ratio {r['ratio']} "
+                         f"({tag}'s relative_to: {r['relative_to']}), so {tag} / A for {r['name']} is that prior exactly")
     ha, hb = spec_a.hardware, spec_b.hardware
     if ha.accelerator and hb.accelerator and ha.accelerator != hb.accelerator and ha.peak_flops is not None \
             and ha.peak_flops == hb.peak_flops:
@@ -267,23 +294,23 @@ def _notes(spec_a, spec_b, ma, mb, rows, posterior: bool) -> list[str]:
                 and spec_a.flops == spec_b.flops and spec_a.architecture == spec_b.architecture
                 and ha.precision == hb.precision and ha.count == hb.count)
         notes.append(f"{ha.accelerator} and {hb.accelerator} have the same catalogue dense peak at "
-                     f"{hb.precision} ({ha.peak_flops / 1e12:.1f} TFLOP/s): B / A is exactly 1 through peak "
+                     f"{hb.precision} ({ha.peak_flops / 1e12:.1f} TFLOP/s): {tag} / A is exactly 1 through peak "
                      f"FLOP/s, so any gain of {hb.accelerator} (memory, bandwidth) must come through its MFU prior"
-                     + (" - and nothing else differs here, so B / A is 1 for every draw" if only else ""))
+                     + (f" - and nothing else differs here, so {tag} / A is 1 for every draw" if only else ""))
     shared = [r["name"] for r in rows if r["draws"] == SHARED and r["name"] in ("mfu", "goodput")]
     if shared and ha.accelerator and hb.accelerator and ha.accelerator != hb.accelerator:
         # one prior, one draw for both chips: the peak ratio then passes through as a certainty
         them = " and ".join(shared)
         peaks = (f" (peak {ha.peak_flops / 1e12:,.0f} vs {hb.peak_flops / 1e12:,.0f} TFLOP/s)"
                  if ha.peak_flops and hb.peak_flops else "")
-        notes.append(f"{them}: one prior for {ha.accelerator} and {hb.accelerator}, the same draw on both, so B / A "
+        notes.append(f"{them}: one prior for {ha.accelerator} and {hb.accelerator}, the same draw on both, so {tag} / A "
                      f"takes the datasheets' ratio{peaks} as certain and none of the doubt about how the other "
                      f"accelerator runs this stack (a new generation's software often lags its peak); say how they "
-                     f"relate with a ratio prior in B ({shared[0]}: {{relative_to: A's file, ratio: PRIOR, source: "
-                     f"...}}), or give B its own prior and --couple {shared[0]}=RHO")
+                     f"relate with a ratio prior in {tag} ({shared[0]}: {{relative_to: A's file, ratio: PRIOR, source: "
+                     f"...}}), or give {tag} its own prior and --couple {shared[0]}=RHO")
     if spec_a.compare.couple and spec_a.compare.couple != spec_b.compare.couple:
-        notes.append("A's `compare:` block is not read: the couplings come from B's and from --couple")
-    observed = [t for t, s in (("A", spec_a), ("B", spec_b)) if s.observe]
+        notes.append(f"A's `compare:` block is not read: the couplings come from {tag}'s and from --couple")
+    observed = [t for t, s in (("A", spec_a), (tag, spec_b)) if s.observe]
     if observed and not posterior:
         notes.append(f"{' and '.join(observed)} {'has' if len(observed) == 1 else 'have'} an `observe:` block: "
                      "this compares the priors; --posterior compares the importance-weighted posteriors")

@@ -173,20 +173,27 @@ def plan(spec: SpecLike, *, deadline_days=None, prob=None, gpus=None, budget_hou
     return jsonable(plan_mod.plan(spec, opts, posterior=posterior, key=key, progress=progress))
 
 
-def compare(spec_a: SpecLike, spec_b: SpecLike, *, output: str = "gpu_hours", samples: int | None = None,
-            seed: int | None = None, couple: Mapping[str, float] | list[str] | None = None, posterior: bool = False,
+def compare(spec_a: SpecLike, spec_b: SpecLike, *more: SpecLike, output: str = "gpu_hours",
+            samples: int | None = None, seed: int | None = None, couple: Mapping[str, float] | list[str] | None = None,
+            posterior: bool = False, deadline_days: float | str | None = None, prob: float | str | None = None,
             key=None, progress: Progress = None) -> dict[str, Any]:
-    """``mcflops compare``: B against A (samples and seed: A's unless given); what compare.json holds.
+    """``mcflops compare``: scenarios side by side, the first (A) the reference (samples and seed: A's unless
+    given); what compare.json holds.
 
     Inputs with identical priors share their draws, the others are independent unless ``couple`` gives
-    their rank correlation (``{"mfu": 0.7}`` or ``["mfu=0.7"]``; it adds to and overrides B's
-    ``compare: {couple: ...}`` block); ``posterior``: both files weighted by their ``observe:`` blocks."""
+    their rank correlation (``{"mfu": 0.7}`` or ``["mfu=0.7"]``; it adds to and overrides each scenario's
+    ``compare: {couple: ...}`` block); ``posterior``: every file weighted by its ``observe:`` block.
+    ``scenarios`` holds the side-by-side table (GPU-hours, days, cost, energy, the accelerators for a deadline
+    and P(done by it), the per-draw ratios to A); with two files the result also holds B / A for ``output``
+    (``a``, ``b``, ``ratio``). ``deadline_days``, ``prob``: the deadline every scenario answers (default: the
+    first file's ``plan:`` that has one)."""
     from mcflops import engine
     from mcflops.analysis import compare as compare_mod
+    from mcflops.analysis import scenarios as scen
 
     call = Call("compare")
     a = _overridden(call, spec_a, samples, seed)
-    b = Call("compare").spec(spec_b)
+    specs = [a, *(Call("compare").spec(s) for s in (spec_b, *more))]
     if not isinstance(output, str):
         raise call.error("output", f"expected the name of an output (gpu_hours, wall_days, ...), got {_kind(output)}")
     if couple is not None and not isinstance(couple, (Mapping, list, tuple)):
@@ -194,10 +201,29 @@ def compare(spec_a: SpecLike, spec_b: SpecLike, *, output: str = "gpu_hours", sa
                                    f"got {_kind(couple)}")
     couple = compare_mod.parse_couple(couple, field=call.label("couple")) if couple is not None else None
     posterior, progress = call.flag(posterior, "posterior"), call.callback(progress, "progress")
+    opts = plan_options(a, deadline_days=deadline_days, prob=prob, label=call.label)
+    deadline = scen.deadline_of(specs, opts.deadline_days if deadline_days is not None else None,
+                                opts.prob if prob is not None else None)
     engine.setup()
     key = call.key(key)
-    return jsonable(compare_mod.compare(a, b, output=output, couple=couple, posterior=posterior, key=key,
-                                        progress=progress))
+    if len(specs) == 2:
+        out = compare_mod.compare(a, specs[1], output=output, couple=couple, posterior=posterior, key=key,
+                                  progress=progress)
+    else:
+        for s in specs:
+            if output not in s.outputs:
+                raise SpecError(f"'{output}' is not an output of this file (outputs: {', '.join(s.outputs)})",
+                                path=s.path, field="--output")
+        out = {"output": output, "seed": a.seed, "samples": a.samples,
+               "distribution": "posterior" if posterior else "prior"}
+    sc = scen.scenarios(specs, couple=couple, posterior=posterior, output=output, deadline=deadline, key=key,
+                        progress=progress)
+    out["scenarios"] = sc
+    out["notes"] = [*out.get("notes", []), *(n for n in sc["notes"] if n not in out.get("notes", []))]
+    if posterior and len(specs) > 2:
+        out["ess"] = sc["ess"]
+        out["observed"] = {t.lower(): sorted(s.observe) for t, s in zip(sc["tags"], specs) if s.observe}
+    return jsonable(out)
 
 
 def sensitivity(spec: SpecLike, *, output: str | None = None, sweeps: list[str] | None = None,

@@ -146,13 +146,16 @@ def _sens_parsers(sub, common) -> None:
     pl.add_argument("--budget-usd", metavar="B", help="dollar budget: tokens that fit (needs a price prior)")
     pl.add_argument("--posterior", action="store_true",
                     help="plan on the posterior (importance-weighted by the file's observe: block)")
-    cp = sub.add_parser("compare", help="two prior files, B / A: identical priors share their draws",
-                        description="Compare two scenarios (e.g. H100 vs H200 for the same run): an input whose prior "
-                        "is identical in both files shares its draws (it cancels from B / A), one whose priors differ "
-                        "is drawn independently unless --couple gives the rank correlation of its two draws. Seed "
-                        "and sample count come from file A unless given.")
-    cp.add_argument("file_a", help="prior file A (the reference)")
-    cp.add_argument("file_b", help="prior file B")
+    cp = sub.add_parser("compare", help="scenarios side by side (two or more prior files, each against the first)",
+                        description="Compare scenarios (e.g. H100 vs B200 vs more H100s for the same run): one table of "
+                        "GPU-hours, days, cost, energy, accelerators for a deadline and P(done by it), each with its 90% "
+                        "interval, and each scenario's per-draw ratio to the first (A). An input whose prior is "
+                        "identical in two files shares its draws (it cancels from their ratio), one whose priors "
+                        "differ is drawn independently unless --couple gives the rank correlation of its draws with "
+                        "A's. With two files, also B / A of --output. Seed and sample count come from file A unless "
+                        "given.")
+    cp.add_argument("files", nargs="+", metavar="FILE",
+                    help="prior files: A (the reference), B, and any more scenarios")
     cp.add_argument("--output", default="gpu_hours", help="the output to compare (default gpu_hours)")
     cp.add_argument("--samples", type=_positive_int, help="Monte Carlo draws (default: A's samples:)")
     cp.add_argument("--seed", type=_seed, help="random seed (default: A's seed:)")
@@ -160,8 +163,12 @@ def _sens_parsers(sub, common) -> None:
                     help="draw INPUT in A and B with rank (Spearman) correlation RHO in [-1, 1] (a Gaussian copula; "
                     "1: the same draws), e.g. mfu=0.7; repeatable")
     cp.add_argument("--posterior", action="store_true",
-                    help="compare the posteriors (both files weighted by their observe: blocks)")
+                    help="compare the posteriors (every file weighted by its observe: block)")
+    cp.add_argument("--deadline-days", metavar="D",
+                    help="the deadline every scenario answers (default: the first file's plan: that has one)")
+    cp.add_argument("--prob", metavar="P", help="probability the deadline's accelerator count must hold with")
     cp.add_argument("--json", action="store_true", help="print the result as JSON on stdout instead of tables")
     cp.add_argument("--quiet", action="store_true", help="no progress bar")
-    cp.add_argument("--out", help="also write compare.json, compare.png and a report (report.md, report.html) "
+    cp.add_argument("--out", help="also write compare.json, scenarios.png (and with two files compare.png) and a "
+                    "report (report.md, report.html) "
                     "into this folder (created if missing)")

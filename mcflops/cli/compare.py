@@ -1,5 +1,6 @@
-"""`mcflops compare`: two prior files, B / A, through mcflops.api.compare, printed as a table or --json;
-with --out, compare.json, compare.png (the histogram of B / A) and a report (report.md, report.html)."""
+"""`mcflops compare`: scenarios side by side through mcflops.api.compare, printed as tables or --json; with
+--out, compare.json, scenarios.png (every scenario's distribution on one axis), with two files compare.png
+(the histogram of B / A), and a report (report.md, report.html)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,17 @@ def command(args) -> int:
 
 def compute(args, bar) -> dict[str, Any]:
     from mcflops import api
+    from mcflops.errors import SpecError
 
-    return api.compare(args.file_a, args.file_b, output=args.output, samples=args.samples, seed=args.seed,
-                       couple=args.couple, posterior=args.posterior, progress=bar)
+    if len(args.files) < 2:
+        raise SpecError(f"expected two or more prior files (A, then the scenarios compared with it), got one: "
+                        f"{args.files[0]}", field="FILE")
+    return api.compare(*args.files, output=args.output, samples=args.samples, seed=args.seed, couple=args.couple,
+                       posterior=args.posterior, deadline_days=args.deadline_days, prob=args.prob, progress=bar)
 
 
 def write(out: Path, data: dict[str, Any]) -> None:
-    """compare.json and compare.png, then the comparison report rendered from them."""
+    """compare.json and the figures, then the comparison report rendered from them."""
     from mcflops import output
 
     output.write_compare(out, data, figures.compare(data))
@@ -33,8 +38,16 @@ def write(out: Path, data: dict[str, Any]) -> None:
 def show_compare(con, d: dict[str, Any]) -> None:
     from rich.markup import escape
 
-    out = d["output"]
+    from mcflops.cli.scenarios import show_draws, show_scenarios
+
     which = "posteriors" if d.get("distribution") == "posterior" else "priors"
+    if "ratio" not in d:  # three or more scenarios: the table is the answer
+        show_scenarios(con, d, which)
+        show_draws(con, d)
+        for note in d.get("notes", []):
+            con.print(f"[yellow]note:[/yellow] {escape(note)}")
+        return
+    out = d["output"]
     con.print(f"[bold]compare[/bold] {out}: B = {escape(d['b']['name'])} ({escape(str(d['b']['path']))}) against "
               f"A = {escape(d['a']['name'])} ({escape(str(d['a']['path']))})  [dim](seed {d['seed']}, "
               f"{d['samples']:,} draws, the {which})[/dim]\n")
@@ -52,5 +65,8 @@ def show_compare(con, d: dict[str, Any]) -> None:
     ratios = "".join(f"; ratio to A {k} (x {v})" for k, v in (d.get("ratio_inputs") or {}).items())
     con.print(f"  draws: shared {', '.join(d.get('shared_inputs') or []) or 'none'}; coupled {coupled or 'none'}; "
               f"independent {', '.join(d.get('independent_inputs') or []) or 'none'}{escape(ratios)}")
+    if d.get("scenarios"):
+        con.print()
+        show_scenarios(con, d, which, header=False)
     for note in d.get("notes", []):
         con.print(f"[yellow]note:[/yellow] {escape(note)}")

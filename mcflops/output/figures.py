@@ -127,8 +127,13 @@ def plan(data: Mapping[str, Any]) -> Figures:
 
 
 def compare(data: Mapping[str, Any]) -> Figures:
-    """compare.png: the histogram of B / A."""
-    return {"compare.png": Draw("mcflops.plots.sensitivity", "compare_ratio", (data,))}
+    """compare.png: the histogram of B / A (two files); scenarios.png: every scenario's distribution on one axis."""
+    out: Figures = {}
+    if "ratio" in data:
+        out["compare.png"] = Draw("mcflops.plots.sensitivity", "compare_ratio", (data,))
+    if data.get("scenarios"):
+        out["scenarios.png"] = Draw("mcflops.plots.scenarios", "scenarios", (data,))
+    return out
 
 
 def calibration(data: Mapping[str, Any]) -> Figures:

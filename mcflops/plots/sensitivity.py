@@ -150,24 +150,33 @@ def _draws(cmp: Mapping[str, Any]) -> str:
 
 
 def compare_ratio(path, cmp: Mapping[str, Any]) -> str:
-    """Histogram of B / A over the paired draws; the label says which inputs share their draws."""
+    """Histogram of B / A over the paired draws, the x-axis fitted to the draws' range (the bins that hold
+    draws; 1 marked when it falls inside); the label says which inputs share their draws, wrapped to fit."""
     h = cmp["ratio_hist"]
     e = np.exp(np.asarray(h["log_edges"]))
     w = np.asarray(h["weights"])
+    held = np.flatnonzero(w > 0)
+    if held.size:  # the histogram spans twice the pilot's range: only the bins with draws are the data
+        e, w = e[held[0]:held[-1] + 2], w[held[0]:held[-1] + 1]
     fig, ax = style.figure(3.0)
     r = cmp["ratio"]
     if r["max"] > r["min"]:
         ax.stairs(w, e, fill=True, color=style.PRIOR, alpha=0.7)
+        lo, hi = min(e[0], r["min"]), max(e[-1], r["max"])
     else:
         ax.axvline(r["p50"], color=style.PRIOR, lw=3)
-    ax.axvline(1.0, color=style.OBSERVED, lw=0.8, ls=":")
+        lo = hi = r["p50"]
+    ax.set_xlim(*style.fitted_limits(lo, hi))
+    if lo <= 1.0 <= hi:
+        ax.axvline(1.0, color=style.OBSERVED, lw=0.8, ls=":", label="B = A")
     ax.axvline(r["p50"], color=style.POSTERIOR, lw=1.5, label=f"median {r['p50']:.3g}")
-    ax.set_xlabel(f"{cmp['b']['name']} / {cmp['a']['name']} ({_label(cmp['output'])}); {_draws(cmp)}")
+    ax.set_xlabel(style.wrap(f"{cmp['b']['name']} / {cmp['a']['name']} ({_label(cmp['output'])}); {_draws(cmp)}"))
     ax.set_yticks([])
     ax.legend(loc="best")
     if r["max"] > r["min"]:
-        ax.set_title(f"B / A: median x{r['p50']:.3g} (90%: {r['p5']:.3g} to {r['p95']:.3g}); "
-                     f"P(B > A) = {r['prob_b_greater']:.2f}")
+        title = (f"B / A: median x{r['p50']:.3g} (90%: {r['p5']:.3g} to {r['p95']:.3g}); "
+                 f"P(B > A) = {r['prob_b_greater']:.2f}")
     else:
-        ax.set_title(f"B / A = {r['p50']:.4g} for every draw (the files differ only by a constant factor)")
+        title = f"B / A = {r['p50']:.4g} for every draw (the files differ only by a constant factor)"
+    ax.set_title(style.wrap(title, style.RC["axes.titlesize"]))
     return style.save(fig, path)

@@ -120,3 +120,42 @@ def _watch_best_legends(fig) -> dict:
 def millions(x: float, _pos=None) -> str:
     return f"{x / 1e6:.3g}M"
 
+
+
+def wrap(text: str, size: float | None = None, share: float = 1.0) -> str:
+    """``text`` broken into lines that fit ``share`` of the figure's width at font ``size`` (default: the
+    house font), so that a long label is never cut at the figure's edge: between its "; "-separated parts
+    where they fit, else between words. A character of the sans-serif fonts is about 0.55 em wide on
+    average; 0.6 leaves a margin."""
+    import textwrap
+
+    size = size or RC["font.size"]
+    chars = max(20, int(share * WIDTH_IN * 72 / (0.6 * size)))
+    lines: list[str] = []
+    for para in text.split("\n"):
+        line = ""
+        for part in para.split("; "):
+            joined = f"{line}; {part}" if line else part
+            if len(joined) <= chars:
+                line = joined
+                continue
+            if line:
+                lines.append(line + ";")
+            pieces = textwrap.wrap(part, chars, break_on_hyphens=False) or [""]
+            lines += pieces[:-1]
+            line = pieces[-1]
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def fitted_limits(lo: float, hi: float, pad: float = 0.04, log: bool = False) -> tuple[float, float]:
+    """Axis limits that hold [lo, hi] with ``pad`` of the span on each side (of the log span when ``log``);
+    a point gets +-5% around it."""
+    import math
+
+    if log:
+        a, b = math.log(lo), math.log(hi)
+        d = (b - a) * pad if b > a else 0.05
+        return math.exp(a - d), math.exp(b + d)
+    d = (hi - lo) * pad if hi > lo else max(abs(lo) * 0.05, 1e-12)
+    return lo - d, hi + d

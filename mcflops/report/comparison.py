@@ -16,6 +16,7 @@ from mcflops.report.markup import to_html, to_markdown
 
 DATA = "compare.json"
 FIGURE = "compare.png"
+SCENARIOS_FIGURE = "scenarios.png"
 _PNG = b"\x89PNG\r\n\x1a\n"
 _DRAWS = {"shared": "shared (the same draws)", "coupled": "coupled", "independent": "independent",
           "fixed": "fixed (a point value)", "ratio to A": "ratio to A (A's draw times the ratio's)"}
@@ -32,7 +33,10 @@ def render(folder: str | Path) -> dict[str, str]:
         raise SpecError(f"cannot read {DATA}: {e}", path=str(folder)) from None
     fig = folder / FIGURE
     png = fig.read_bytes() if fig.is_file() else b""
-    doc = build(data, png if png.startswith(_PNG) and len(png) > 24 else None)
+    both = folder / SCENARIOS_FIGURE
+    spng = both.read_bytes() if both.is_file() else b""
+    ok = lambda b: b if b.startswith(_PNG) and len(b) > 24 else None  # noqa: E731 - a PNG's signature and header
+    doc = build(data, ok(png), ok(spng))
     return {"report.md": to_markdown(doc), "report.html": to_html(doc)}
 
 
@@ -40,16 +44,28 @@ def _r(x: Any) -> str:
     return f"{x:.3g}" if num(x) else "n/a"
 
 
-def build(d: Mapping[str, Any], png: bytes | None = None) -> Document:
+def build(d: Mapping[str, Any], png: bytes | None = None, scenarios_png: bytes | None = None) -> Document:
+    from mcflops.report.scenarios import section
+
     out, a, b, r = d.get("output", "gpu_hours"), d.get("a") or {}, d.get("b") or {}, d.get("ratio") or {}
+    sc = section(d, scenarios_png, SCENARIOS_FIGURE) if d.get("scenarios") else None
+    if "ratio" not in d and sc is not None:  # three or more scenarios: the table is the headline
+        rows = d["scenarios"]["table"]
+        post = d.get("distribution") == "posterior"
+        meta = f"seed {d.get('seed', '?')} · {d.get('samples', 0):,} draws · {'posteriors' if post else 'priors'}"
+        return Document(f"{len(rows)} scenarios side by side, each against {rows[0].get('name')}",
+                        ", ".join(f"{e['tag']} = {e['name']} ({e['path']})" for e in rows), meta,
+                        [sc, _notes(d, "2. Notes"), _reproduce(d, "3. Reproduce")])
     post = d.get("distribution") == "posterior"
     meta = f"seed {d.get('seed', '?')} · {d.get('samples', 0):,} draws · {'posteriors' if post else 'priors'}"
     title = f"{b.get('name', 'B')} against {a.get('name', 'A')}: {label(out)}"
     return Document(title, f"B = {b.get('name')} ({b.get('path')}), A = {a.get('name')} ({a.get('path')})", meta,
-                    [_headline(d, out, a, b, r, post, png), _inputs(d), _notes(d), _reproduce(d)])
+                    [_headline(d, out, a, b, r, post, png, 3 if sc else 2), *([sc] if sc is not None else []),
+                     _inputs(d, 3 if sc else 2), _notes(d, f"{4 if sc else 3}. Notes"),
+                     _reproduce(d, f"{5 if sc else 4}. Reproduce")])
 
 
-def _headline(d, out, a, b, r, post, png) -> Section:
+def _headline(d, out, a, b, r, post, png, inputs: int = 2) -> Section:
     sec = Section("ratio", "1. B / A")
     which = "posterior" if post else "prior"
     if num(r.get("min")) and r.get("min") == r.get("max"):
@@ -63,7 +79,7 @@ def _headline(d, out, a, b, r, post, png) -> Section:
                   f"{', '.join(f'{k} (rank correlation {v:g})' for k, v in coupled.items()) or 'none'}; "
                   f"independent: {', '.join(d.get('independent_inputs') or []) or 'none'}"
                   + "".join(f"; ratio to A: {k} (x {v})" for k, v in (d.get("ratio_inputs") or {}).items())
-                  + " (section 2)."]))
+                  + f" (section {inputs})."]))
     if post and num(d.get("ess")):
         box.append(P([f"Weighted by the files' observations ({_observed(d)}); effective sample size "
                       f"{d['ess']:,.0f}."]))
@@ -85,8 +101,8 @@ def _observed(d) -> str:
     return "; ".join(f"{k.upper()}: {', '.join(v)}" for k, v in obs.items()) or "none"
 
 
-def _inputs(d) -> Section:
-    sec = Section("inputs", "2. How each input is drawn")
+def _inputs(d, number: int = 2) -> Section:
+    sec = Section("inputs", f"{number}. How each input is drawn")
     sec.blocks.append(P(["An input whose prior is the same distribution in both files is ", B("shared"),
                          ": B takes A's draw, so it cancels from B / A. One whose priors differ is drawn ",
                          B("independently"), " unless a rank correlation was set (", C("--couple mfu=0.7"),
@@ -105,8 +121,8 @@ def _inputs(d) -> Section:
     return sec
 
 
-def _notes(d) -> Section:
-    sec = Section("notes", "3. Notes")
+def _notes(d, title: str = "3. Notes") -> Section:
+    sec = Section("notes", title)
     notes = d.get("notes") or []
     sec.blocks.append(Items([[str(n)] for n in notes]) if notes else P(["None."]))
     return sec
@@ -114,17 +130,20 @@ def _notes(d) -> Section:
 
 def command(d: Mapping[str, Any]) -> str:
     """The command line that repeats this comparison."""
-    a, b = d.get("a") or {}, d.get("b") or {}
-    words = ["mcflops", "compare", str(a.get("path")), str(b.get("path")), "--seed", str(d.get("seed")),
-             "--samples", str(d.get("samples"))]
+    paths = ([str(e.get("path")) for e in d["scenarios"]["table"]] if d.get("scenarios")
+             else [str((d.get(t) or {}).get("path")) for t in ("a", "b")])
+    words = ["mcflops", "compare", *paths, "--seed", str(d.get("seed")), "--samples", str(d.get("samples"))]
     if d.get("output", "gpu_hours") != "gpu_hours":
         words += ["--output", str(d["output"])]
     for k, v in (d.get("coupled_inputs") or {}).items():
         words += ["--couple", f"{k}={v:g}"]
     if d.get("distribution") == "posterior":
         words.append("--posterior")
+    dl = (d.get("scenarios") or {}).get("deadline") or {}
+    if dl.get("from") == "--deadline-days":
+        words += ["--deadline-days", f"{dl['days']:g}", "--prob", f"{dl['prob']:g}"]
     return shlex.join(words)
 
 
-def _reproduce(d) -> Section:
-    return Section("reproduce", "4. Reproduce", [P(["Every number here comes again from ", C(command(d)), "."])])
+def _reproduce(d, title: str = "4. Reproduce") -> Section:
+    return Section("reproduce", title, [P(["Every number here comes again from ", C(command(d)), "."])])

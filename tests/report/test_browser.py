@@ -136,3 +136,43 @@ def test_report_prints(browser, run_dir):
         assert pdf[:5] == b"%PDF-" and 3 <= pages <= 12, pages  # the six sections on a few A4 pages
     finally:
         ctx.close()
+
+
+@pytest.fixture(scope="module")
+def scenario_dir(tmp_path_factory):
+    base = tmp_path_factory.mktemp("scenarios")
+    h100 = ROOT / "priors/examples/dense70b-h100.yaml"
+    third = base / "h100-8k.yaml"
+    third.write_text(h100.read_text().replace("count: 4096", "count: 8192"))
+    out = base / "out"
+    assert cli.main(["compare", str(h100), str(ROOT / "priors/examples/dense70b-b200.yaml"), str(third),
+                     "--samples", "20000", "--out", str(out), "--quiet", "--json"]) == 0
+    return out
+
+
+def test_scenario_report_in_chromium_clips_nothing(browser, scenario_dir):
+    """The three-scenario report: its figure loads whole, inside the page, and its outermost pixels are the
+    white background (an axis label cut at the figure's edge would leave ink there)."""
+    import io
+
+    from PIL import Image
+
+    d = json.loads((scenario_dir / "compare.json").read_text())
+    ctx, page, seen = _open(browser, scenario_dir, viewport={"width": 1100, "height": 900})
+    try:
+        imgs = page.eval_on_selector_all("img", "els => els.map(e => [e.complete, e.naturalWidth, e.naturalHeight])")
+        assert len(imgs) == 1 and all(done and w > 0 and h > 0 for done, w, h in imgs), imgs
+        box = page.eval_on_selector("img", "e => { const r = e.getBoundingClientRect(); return [r.left, r.right]; }")
+        assert box[0] >= 0 and box[1] <= page.evaluate("document.documentElement.clientWidth")
+        text = " ".join(page.inner_text("body").split())
+        assert "Scenarios side by side" in text and "×0.5 every draw" in text
+        assert f"{d['scenarios']['table'][2]['deadline']['prob_done']:.3f} on 8,192" in text
+        assert seen["errors"] == []
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "scenarios_report.png"), full_page=True)
+        shot = Image.open(io.BytesIO(page.locator("img").screenshot())).convert("L")
+        px = __import__("numpy").asarray(shot)
+        ring = [px[:2].ravel(), px[-2:].ravel(), px[:, :2].ravel(), px[:, -2:].ravel()]
+        assert min(r.min() for r in ring) >= 235, "ink at the figure's edge: something is cut off"
+    finally:
+        ctx.close()
