@@ -110,3 +110,11 @@ def test_watch_reads_no_further_than_the_cap(tmp_path):
     t = time.perf_counter()
     assert watch.named_files(f) == [f]
     assert time.perf_counter() - t < 2.0
+
+
+def test_a_comparison_folder_is_read_by_the_same_reader(tmp_path):
+    from mcflops.report import comparison
+
+    (tmp_path / comparison.DATA).symlink_to("/dev/zero")
+    with pytest.raises(SpecError, match=r"compare.json: larger than 64 MB: not a compare.json mcflops wrote"):
+        comparison.render(tmp_path)

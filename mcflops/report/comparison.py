@@ -6,7 +6,6 @@ Computation-free, like the run report: everything comes from ``compare.json`` an
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import Any, Mapping
@@ -24,13 +23,11 @@ _DRAWS = {"shared": "shared (the same draws)", "coupled": "coupled", "independen
 
 def render(folder: str | Path) -> dict[str, str]:
     """{"report.md": ..., "report.html": ...} for the comparison in ``folder`` (nothing is written)."""
-    from mcflops.errors import SpecError
+    from mcflops import reading
 
     folder = Path(folder)
-    try:
-        data = json.loads((folder / DATA).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SpecError(f"cannot read {DATA}: {e}", path=str(folder)) from None
+    data = reading.read_json(folder / DATA, str(folder / DATA), kind=f"a {DATA} mcflops wrote",
+                             limit=reading.SUMMARY_BYTES, why="a comparison is tens of KB")
     fig = folder / FIGURE
     png = fig.read_bytes() if fig.is_file() else b""
     both = folder / SCENARIOS_FIGURE
