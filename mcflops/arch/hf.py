@@ -76,7 +76,31 @@ def from_config(cfg: Mapping[str, Any], path: str) -> dict[str, Any]:
             raise SpecError(f"expected shared_expert_intermediate_size a multiple of moe_intermediate_size ({moe}), "
                             f"got {width}", path=path, field="shared_expert_intermediate_size")
         out["shared_experts"] = width // moe
+    _consistent(out, {**_COMMON, **required, **_OPTIONAL, **optional}, path)
     return out
+
+
+# Shape keys a zero cannot mean (a zero would be taken as "unset" downstream and counted as the default);
+# shared_experts, dense_layers and q_lora_rank may be 0
+_POSITIVE = ("layers", "d_model", "heads", "vocab", "ffn", "experts", "experts_active", "moe_ffn", "kv_heads",
+             "head_dim", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+
+
+def _consistent(out: Mapping[str, Any], names: Mapping[str, str], path: str) -> None:
+    """Refuse a config whose values cannot describe a model, naming the config's own field."""
+    for key in _POSITIVE:
+        if out.get(key) == 0:
+            raise SpecError(f"expected a positive integer (the architecture's {key}), got 0", path=path,
+                            field=names[key])
+    if "experts" in out and out.get("experts_active", 0) > out["experts"]:
+        raise SpecError(f"expected at most {names['experts']} = {out['experts']} experts per token, got "
+                        f"{out['experts_active']}", path=path, field=names["experts_active"])
+    if out.get("dense_layers", 0) > out["layers"]:
+        raise SpecError(f"expected at most {names['layers']} = {out['layers']} dense layers, got "
+                        f"{out['dense_layers']}", path=path, field=names["dense_layers"])
+    if out.get("kv_heads") and out["heads"] % out["kv_heads"]:
+        raise SpecError(f"{names['heads']} = {out['heads']} does not split into groups of {names['kv_heads']} = "
+                        f"{out['kv_heads']} key-value heads", path=path, field=names["kv_heads"])
 
 
 def _value(cfg: Mapping, name: str, path: str):

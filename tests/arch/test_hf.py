@@ -115,3 +115,27 @@ def test_read_config_reads_a_file(tmp_path):
 def test_unknown_preset():
     with pytest.raises(SpecError, match="unknown preset 'llama3.1-7b'; did you mean"):
         preset("llama3.1-7b")
+
+
+_MIXTRAL = json.loads((__import__("pathlib").Path(__file__).resolve().parents[2] / "priors" / "examples"
+                       / "mixtral-8x7b" / "config.json").read_text())
+_DS = presets().get("deepseek-v3", {}).get("config")
+
+
+@pytest.mark.parametrize("change, field, words", [
+    ({"num_experts_per_tok": 9}, "num_experts_per_tok", "at most num_local_experts = 8 experts per token, got 9"),
+    ({"intermediate_size": 0}, "intermediate_size", "expected a positive integer (the architecture's ffn), got 0"),
+    ({"num_attention_heads": 0}, "num_attention_heads", "positive integer"),
+    ({"num_key_value_heads": 3}, "num_key_value_heads", "does not split into groups"),
+], ids=["active-above-experts", "zero-ffn", "zero-heads", "kv-groups"])
+def test_a_config_that_cannot_describe_a_model_is_one_line(change, field, words):
+    """Values that used to count silently ("53.13B active of 47.49B total", a zero FFN taken as 4 x d_model)."""
+    with pytest.raises(SpecError, match=rf"c.json: {field}: .*{__import__('re').escape(words)}"):
+        from_config({**_MIXTRAL, **change}, "c.json")
+
+
+@pytest.mark.skipif(_DS is None, reason="no deepseek-v3 preset")
+def test_more_dense_layers_than_layers_is_one_line():
+    """first_k_dense_replace 100 of 61 layers printed "-388.6B parameters"."""
+    with pytest.raises(SpecError, match=r"first_k_dense_replace: expected at most num_hidden_layers = 61 dense layers"):
+        from_config({**_DS, "first_k_dense_replace": 100}, "c.json")
