@@ -434,10 +434,11 @@ def test_analyze_with_correlations_reports_shapley(key):
 
 
 def test_overflowed_linear_sums_withhold_the_indices_without_a_warning():
-    """Sums of squares past float64 (an output spanning ~1e14x, squared): every index NaN, the same as no variance,
-    and no RuntimeWarning reaches the user (the suite turns warnings into errors)."""
+    """Sums of squares past float64 (an output spanning ~1e14x, squared) while the variance itself is finite and
+    positive: every index NaN, the same as no variance, and no RuntimeWarning reaches the user (the suite turns
+    warnings into errors)."""
     names = ("a", "b")
-    s = np.array([[1e200, 1e300, 0.5e300, 0.5e300, 0.5e300, 0.5e300]])
+    s = np.array([[1.0, 2.0, 0.5, 0.5, 0.5, 0.5]])  # mean 0.1, second moment 0.2: V = 0.19
     ss = np.full((1, 6, 6), np.inf)
     ix = sens.sobol_indices({"n": 10, "names": names, "s": s, "ss": ss})
     assert all(np.isnan(ix[k]).all() for k in ("first", "total", "first_se", "total_se"))
