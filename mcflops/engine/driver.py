@@ -26,6 +26,7 @@ from mcflops.engine.devices import mesh
 from mcflops.engine.exact import bin_probabilities, distinct_rows, exp_moments, ranges
 from mcflops.engine.kernel import BLOCK, GPU_BATCH, KEEP, NBINS, SUB, Layout, Likelihood, make_call
 from mcflops.engine.merge import _expand, _Merge, psis_tail
+from mcflops.engine import tree
 from mcflops.engine.summary import Sums
 from mcflops.model import to_device
 from mcflops.model.compute import Model
@@ -102,7 +103,7 @@ def _layout(model: Model, lik, pool: int, size: int, sub: int, rsub: int, psub: 
 
 
 def _call(lay: Layout, ndev: int) -> Callable:
-    k = (lay, ndev)
+    k = (lay, ndev, tree.GROUP_BLOCKS)
     if k not in _CALLS:
         _CALLS[k] = make_call(lay, ndev)
     return _CALLS[k]
@@ -130,8 +131,9 @@ def sum_blocks(call: Callable[[jax.Array, jax.Array], Mapping], n: int, size: in
 
 
 def _pass(p: Pass, lay: Layout, merge: _Merge, progress: Callable[[int, int], None] | None) -> None:
-    """Every block of n draws: calls of ``blocks_per_call`` blocks per device, added to ``merge`` in block order
-    (the next call is dispatched before the previous one is added)."""
+    """Every block of n draws: calls of ``blocks_per_call`` blocks per device (rounded up to whole groups of
+    ``tree.GROUP_BLOCKS``), added to ``merge`` in group order (the next call is dispatched before the previous one
+    is added)."""
     n = p.n
     ndev = jax.device_count()
     lo32, inv32 = to_device(p.lo, np.float32), to_device(p.inv, np.float32)
@@ -145,21 +147,24 @@ def _pass(p: Pass, lay: Layout, merge: _Merge, progress: Callable[[int, int], No
         to_global = lambda a: jax.make_array_from_callback(a.shape, sharding, lambda i: a[i])
 
     def finish(pending):
-        end, nv, back, out = pending
+        end, nv, groups, blocks, out = pending
         out = multihost_utils.process_allgather(out, tiled=True) if multi else jax.device_get(out)
-        for j in back:  # call positions in block order
-            if nv[j] > 0:  # blocks past n have none
-                merge.add(jax.tree.map(lambda a, j=j: a[j], out), int(nv[j]), lay)
+        merge.add_call(out, groups, blocks, nv[blocks], lay)
         if progress is not None:
             progress(end, nblocks)
 
     nblocks = -(-n // lay.size)
     fn = _call(lay, ndev)
-    bpc = -(-max(1, p.blocks_per_call) // lay.batch) * lay.batch  # whole batches only (no remainder program)
-    per_call = bpc * ndev
-    # device d takes blocks start + d, start + d + ndev, ...: the last, partial call stays balanced
-    order = np.arange(per_call).reshape(bpc, ndev).T.reshape(-1)  # call position -> offset of its block
-    back = np.argsort(order)  # block offset -> call position
+    g = tree.GROUP_BLOCKS
+    unit = math.lcm(lay.batch, g)  # whole batches and whole groups only (no remainder program)
+    bpc = -(-max(1, p.blocks_per_call) // unit) * unit
+    per_call, gpd = bpc * ndev, bpc // g
+    # Device d takes groups start + d, start + d + ndev, ... (so the last, partial call stays balanced), each a
+    # run of g consecutive blocks: call position d * bpc + j * g + r holds block (j * ndev + d) * g + r.
+    d, j, r = np.unravel_index(np.arange(per_call), (ndev, gpd, g))
+    order = (j * ndev + d) * g + r  # call position -> offset of its block in the call
+    gorder = np.argsort((np.arange(gpd)[None, :] * ndev + np.arange(ndev)[:, None]).reshape(-1))  # groups in order
+    back = np.argsort(order)  # blocks in order: their call positions
     pending = None
     for start in range(0, nblocks, per_call):
         ids = start + order.astype(np.int64)
@@ -170,7 +175,9 @@ def _pass(p: Pass, lay: Layout, merge: _Merge, progress: Callable[[int, int], No
         out = fn(p.key, p.model, p.lik, lo32, inv32, p.below, *args)
         if pending is not None:  # overlap: add the previous call's sums while this one runs
             finish(pending)
-        pending = (min(start + per_call, nblocks), nv, back, out)
+        held = nv[back] > 0  # blocks past n have no draws (and groups of them only zeros)
+        groups = gorder[: -(-(nblocks - start) // g)]  # groups in order, those that hold draws
+        pending = (min(start + per_call, nblocks), nv, groups, back[held], out)
     if pending is not None:
         finish(pending)
 
@@ -179,7 +186,7 @@ def _passes(p: Pass, rsub: int, psub: int, pool: int, widen: int,
             progress: Callable[[int, int], None] | None) -> _Merge:
     """Every block once, each its pool sub-blocks (PSIS tail, reservoir) first: one compiled program."""
     lay = _layout(p.model, p.lik, pool, p.size, p.sub, rsub, psub, widen)
-    merge = _Merge(p.n, lay, p.lik is not None, pool)
+    merge = _Merge(p.n, lay, p.lik is not None, pool, len(p.lik.names) if p.lik is not None else 0)
     _pass(p, lay, merge, progress)
     return merge
 
@@ -190,7 +197,8 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     """Draw n samples in blocks of ``size`` and return their float64 sums (the engine's one entry point).
 
     ``blocks_per_call`` blocks go to each device per compiled call (default: 16 on CPU, 32 on GPU: fewer,
-    larger calls cost less dispatching);
+    larger calls cost less dispatching; rounded up to whole groups of ``tree.GROUP_BLOCKS``, which the device
+    adds before the host does);
     ``sub`` is the sub-block size (default ``SUB``; with observations that of the pool's sub-blocks, the
     rest of a block in sub-blocks of ``rsub``: by default half that on a CPU, the whole rest on a GPU). None
     changes the draws; the sums are bit-identical for any ``blocks_per_call`` and any number of devices

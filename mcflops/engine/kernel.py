@@ -12,7 +12,8 @@ observations the importance-weighted sums (weights relative to a running maximum
 grows, as in an online softmax), the largest log-likelihoods (PSIS tail) and the largest Gumbel keys
 (a weighted reservoir), both by an exact top-k per sub-block, in the block's first ``psub`` sub-blocks
 only (the pool: engine.pool_subblocks). Blocks are sharded over a 1-D mesh of
-every device (``shard_map``); nothing is communicated between devices.
+every device (``shard_map``); nothing is communicated between devices. The blocks of a call are added on
+the device in fixed groups (``tree.py``), so the host adds one set of sums per group.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from mcflops.engine import rng as _rng
 from mcflops.engine.devices import mesh
 from mcflops.engine.programs import program
 from mcflops.engine.streams import GUMBEL, stable_id
+from mcflops.engine import tree
+from mcflops.engine.tree import fields
 from mcflops.model import copula, to_device
 from mcflops.model.compute import Model, outputs
 from mcflops.spec import Spec
@@ -362,15 +365,25 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
     return acc
 
 
-def make_call(lay: Layout, ndev: int):
-    def local(key, model, lik, lo, inv, below, blocks, n_valid):
-        return jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, a[0], a[1], lay),
-                           (blocks, n_valid), batch_size=lay.batch if lay.batch > 1 else None)
+def sum_fields(lay: Layout, lik: Likelihood | None) -> dict:
+    """The sections of sums a block of this pass adds (``tree.fields``)."""
+    return fields(len(lay.rows), len(lay.sampled), lay.nbins, len(lik.names) if lik is not None else 0)
 
+
+def make_call(lay: Layout, ndev: int):
+    """The compiled program of a pass: each device reduces its blocks (a whole number of groups, in group
+    order) to one set of sums per group (``tree.reduce_groups``); the selections stay per block."""
+
+    def local(key, model, lik, lo, inv, below, blocks, n_valid):
+        acc = jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, a[0], a[1], lay),
+                          (blocks, n_valid), batch_size=lay.batch if lay.batch > 1 else None)
+        return tree.reduce_groups(acc, sum_fields(lay, lik))
+
+    token = (lay, ndev, tree.GROUP_BLOCKS)  # what the program closes over
     if ndev == 1:
-        return program(local, token=(lay, ndev))
+        return program(local, token=token)
     from jax.sharding import PartitionSpec as P
 
     sharded = jax.shard_map(local, mesh=mesh(), in_specs=(P(),) * 6 + (P("blocks"), P("blocks")),
                             out_specs=P("blocks"), check_vma=False)
-    return program(sharded, token=(lay, ndev))
+    return program(sharded, token=token)

@@ -1,5 +1,6 @@
-"""Adding the blocks' outputs on the host, in block order and in float64 (``_Merge``), and the
-PSIS tail and weighted reservoir selected from them.
+"""Adding the calls' outputs on the host, in float64: the device's group sums in group order (``_Merge``;
+each group of blocks was added on the device, ``tree.py``), and the PSIS tail and weighted reservoir
+selected from the blocks' candidates.
 
 Posterior sums are relative to a running maximum of the log-likelihood and rescaled when it grows (as
 in an online softmax); the PSIS tail and the reservoir keep the largest candidates of every block, ties
@@ -13,6 +14,7 @@ import math
 import numpy as np
 
 from mcflops.engine.kernel import KEEP, Layout
+from mcflops.engine.tree import fields, split
 from mcflops.engine.summary import ess
 
 
@@ -22,14 +24,16 @@ def psis_tail(n: int) -> int:
 
 
 class _Merge:
-    """Adds block outputs in block order (float64), keeping the running maximum of the posterior."""
+    """Adds group sums in group order (float64), keeping the running maximum of the posterior."""
 
-    def __init__(self, n: int, lay: Layout, posterior: bool, pool: int):
+    def __init__(self, n: int, lay: Layout, posterior: bool, pool: int, nobs: int = 0):
         self.n, self.lay, self.posterior, self.pool = n, lay, posterior, pool
-        self.prior: dict | None = None
-        self.post: dict | None = None
+        self.fields = fields(len(lay.rows), len(lay.sampled), lay.nbins, nobs)
+        post = self.fields.get("post", {})
+        self._sq = np.flatnonzero(np.concatenate([np.full(math.prod(s), k == "s0w2") for k, s in post.items()])) \
+            if post else None  # where s0w2 sits in the posterior's vector
+        self._add = self._post = self._sections = None  # the sections' float64 sums (tree.fields)
         self.log_max = -np.inf
-        self.below = self.inside = None
         self.first = None
         self.m_top_cap = psis_tail(n) + 1  # the tail is cut to the pool's psis_tail only when read: a pool may grow
         self.pool_w = np.zeros(2)  # the pool's sum w and sum w^2, relative to pool_max (its ESS: pool_ess)
@@ -55,56 +59,102 @@ class _Merge:
         self.settle()
         return self._top[-self.m_top:]
 
-    def add(self, blk: dict, n_valid: int, lay: Layout | None = None) -> None:
-        """Add one block (``lay``: the layout of the call it came from, when not ``self.lay``)."""
+    def add_call(self, out: dict, groups: np.ndarray, blocks: np.ndarray, n_valid: np.ndarray,
+                 lay: Layout | None = None) -> None:
+        """Add one call's output: its groups' sums at output positions ``groups`` (in group order, those that
+        hold draws) and its blocks' selections at call positions ``blocks`` (in block order, those that hold
+        draws: ``n_valid`` each). ``lay``: the layout of the call, when not ``self.lay``."""
         lay = self.lay if lay is None else lay
-        if lay.sums:
-            self._add_sums(blk)
-        if self.posterior and "top" in blk:
-            self._add_pool(blk, n_valid, lay)
+        for j in groups:
+            if lay.sums:
+                self._add_sums(out, j)
+            if self.posterior and "pool" in out:
+                self._add_pool_weights(np.asarray(out["pool"][j], np.float64))
+        if self.posterior and "top" in out and len(blocks):
+            self._add_selections(out, blocks, n_valid, lay)
 
-    def _add_sums(self, blk: dict) -> None:
-        prior = {k: np.asarray(v, np.float64) for k, v in blk["prior"].items()}
-        self.prior = prior if self.prior is None else {k: self.prior[k] + prior[k] for k in prior}
-        if self.first is None:
-            self.first = np.asarray(blk["first"], np.float64)
+    def _add_sums(self, out: dict, j: int) -> None:
+        """One group's sums, each section one vector of hi and lo (float32) added in float64: a few numpy
+        operations per group, whatever the number of fields."""
+        self._sections = None
+        add = out["add"][j]
+        if self._add is None:
+            self._add, self.first = _pair(add), np.asarray(out["first"][j], np.float64)
+        else:
+            np.add(self._add, add[0], out=self._add, dtype=np.float64)
+            np.add(self._add, add[1], out=self._add, dtype=np.float64)
         if not self.posterior:
             return
-        b, i = np.asarray(blk["below"], np.float64), np.asarray(blk["inside"], np.float64)
-        self.below = b if self.below is None else self.below + b
-        self.inside = i if self.inside is None else self.inside + i
-        m = float(blk["m"])
-        if np.isfinite(m):
-            post = {k: np.asarray(v, np.float64) for k, v in blk["post"].items()}
-            if self.post is None:
-                self.post, self.log_max = post, m
-            else:
-                new_max = max(m, self.log_max)
-                a, c = math.exp(self.log_max - new_max), math.exp(m - new_max)
-                self.post = {k: self.post[k] * (a * a if k == "s0w2" else a) + post[k] * (c * c if k == "s0w2" else c)
-                             for k in post}
-                self.log_max = new_max
+        m = float(out["m"][j])
+        if not np.isfinite(m):
+            return
+        post = _pair(out["post"][j])
+        if self._post is None:
+            self._post, self.log_max = post, m
+            return
+        new_max = max(m, self.log_max)
+        a, c = math.exp(self.log_max - new_max), math.exp(m - new_max)
+        if a != 1.0:
+            self._post *= a
+            self._post[self._sq] *= a  # the sum of squared weights scales by a^2
+        if c != 1.0:
+            post *= c
+            post[self._sq] *= c
+        self._post += post
+        self.log_max = new_max
 
-    def _add_pool(self, blk: dict, n_valid: int, lay: Layout) -> None:
-        s0, s0w2, m = map(float, np.asarray(blk["pool"], np.float64))  # this block's pool sub-blocks' weights
+    def _add_pool_weights(self, pool: np.ndarray) -> None:
+        """A group's pool weights: [hi, lo] x [s0, s0w2, m] (m's lo is 0)."""
+        m = pool[0, 2]
         if np.isfinite(m):
+            s0, s0w2 = pool[0, :2] + pool[1, :2]
             new_max = max(m, self.pool_max)
             a, c = math.exp(self.pool_max - new_max), math.exp(m - new_max)
             self.pool_w = self.pool_w * [a, a * a] + np.array([s0 * c, s0w2 * c * c])
             self.pool_max = new_max
+
+    def _split(self) -> dict:
+        if self._sections is None:
+            add = split(self._add, self.fields["add"])
+            self._sections = {"prior": {k: v for k, v in add.items() if k not in ("below", "inside")},
+                              "below": add.get("below"), "inside": add.get("inside"),
+                              "post": split(self._post, self.fields["post"]) if self._post is not None else None}
+        return self._sections
+
+    @property
+    def prior(self) -> dict:
+        """The prior's sums by field (float64; a dict the driver completes with the exact rows)."""
+        return self._split()["prior"]
+
+    @property
+    def post(self) -> dict | None:
+        """The importance-weighted sums by field, relative to e^log_max (None: no draw had weight)."""
+        return self._split()["post"]
+
+    @property
+    def below(self) -> np.ndarray | None:
+        return self._split()["below"]
+
+    @property
+    def inside(self) -> np.ndarray | None:
+        return self._split()["inside"]
+
+    def _add_selections(self, out: dict, blocks: np.ndarray, n_valid: np.ndarray, lay: Layout) -> None:
+        """The blocks' PSIS-tail and reservoir candidates, all of a call's blocks at once (in block order)."""
         sub = lay.sub
-        counts = np.clip(n_valid - sub * np.arange(lay.pfrom, lay.psub), 0, sub)  # this call's pool sub-blocks
-        top, rkey = np.asarray(blk["top"], np.float64), np.asarray(blk["rkey"], np.float64)
-        full_t, full_r = counts > lay.ktop, counts > lay.kres
-        if full_t.any():
-            self.cut_top = max(self.cut_top, float(np.max(top[full_t, -1])))
-        if full_r.any():
-            self.cut_res = max(self.cut_res, float(np.max(rkey[full_r, -1])))
-        rD = np.asarray(blk["rD"], np.float64)[counts > 0]  # [S, Q, k]
-        self._pending.append((top[counts > 0].reshape(-1), rkey[counts > 0].reshape(-1),
-                              np.asarray(blk["rll"], np.float64)[counts > 0].reshape(-1),
+        counts = np.clip(np.asarray(n_valid, np.int64)[:, None] - sub * np.arange(lay.pfrom, lay.psub)[None, :],
+                         0, sub)  # [blocks, pool sub-blocks of this call]
+        b, s = np.nonzero(counts)  # the sub-blocks that hold draws, in draw order
+        b, c = blocks[b], counts[b, s]
+        top, rkey = out["top"][b, s], out["rkey"][b, s]  # [S, k]
+        if lay.ktop < sub:  # the k-th value of a sub-block that had more draws than it kept
+            self.cut_top = max(self.cut_top, float(np.max(top[:, -1], initial=-np.inf, where=c > lay.ktop)))
+        if lay.kres < sub:
+            self.cut_res = max(self.cut_res, float(np.max(rkey[:, -1], initial=-np.inf, where=c > lay.kres)))
+        rD = out["rD"][b, s]  # [S, Q, k]
+        self._pending.append((top.reshape(-1), rkey.reshape(-1), out["rll"][b, s].reshape(-1),
                               np.moveaxis(rD, 1, 0).reshape(rD.shape[1], -1)))
-        self._npending += self._pending[-1][1].size
+        self._npending += rkey.size
         if self._npending > 1 << 16:  # bounded memory: fold the candidates in now and then
             self.settle()
 
@@ -115,12 +165,12 @@ class _Merge:
             return
         tops, keys, lls, Ds = zip(*self._pending)
         self._pending, self._npending = [], 0
-        t = np.concatenate([self._top, *tops])
+        t = np.concatenate([self._top, *tops], dtype=np.float64)
         if t.size > self.m_top_cap:
             t = np.partition(t, t.size - self.m_top_cap)[-self.m_top_cap:]
         self._top = np.sort(t)
-        cand_key = np.concatenate([self.res["key"], *keys])
-        order = np.argsort(-cand_key, kind="stable")[: min(KEEP, self.pool)]
+        cand_key = np.concatenate([self.res["key"], *keys], dtype=np.float64)
+        order = _largest(cand_key, min(KEEP, self.pool))
         self.res = {"key": cand_key[order], "ll": np.concatenate([self.res["ll"], *lls])[order],
                     "D": np.concatenate([self.res["D"], *Ds], axis=1)[:, order]}
 
@@ -133,6 +183,23 @@ class _Merge:
         keys = self.res["key"]
         ok_res = self.cut_res == -np.inf or (keys.size >= min(KEEP, self.pool) and self.cut_res < keys[-1])
         return bool(ok_top and ok_res)
+
+
+def _largest(x: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k largest of x, largest first, ties to the earlier position: a stable sort of the
+    candidates at or above the k-th largest (a partition finds it) instead of all of them."""
+    if x.size > 2 * k:
+        thr = np.partition(x, x.size - k)[x.size - k]
+        if not np.isnan(thr):
+            at = np.flatnonzero(x >= thr)
+            return at[np.argsort(-x[at], kind="stable")][:k]
+    return np.argsort(-x, kind="stable")[:k]
+
+
+def _pair(v) -> np.ndarray:
+    """A device group's sum, carried as hi and lo along axis 0 (``tree.compensated_sum``), in float64."""
+    v = np.asarray(v, np.float64)
+    return np.asarray(v[0] + v[1])  # an array also for a 0-d sum: it is added into in place
 
 
 def _expand(d: dict[str, np.ndarray], where: tuple[int, ...]) -> dict[str, np.ndarray]:
