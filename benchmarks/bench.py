@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/bench.py                 # CPU: every figure of benchmarks/RESULTS.md
     .venv/bin/python benchmarks/bench.py --quick         # 1e6/1e7 only (a minute)
-    .venv/bin/python benchmarks/bench.py --gpu           # GPU machine: engine at 1e8..1e10, no squigglepy
+    .venv/bin/python benchmarks/bench.py --gpu --json gpu.json   # GPU machine: the prepared run (gpu_main)
+    .venv/bin/python benchmarks/bench.py --gpu --dry-run # the same steps at tiny sizes, on any machine
     .venv/bin/python benchmarks/bench.py --json out.json # also write the figures as JSON
 
 The model is the references' (``reference_numpy.PRIORS``): N = 405.9e9, D ~ lognormal 90% [15.0T,
@@ -202,27 +203,83 @@ def cli_startup(repeats: int) -> dict:
     return out
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--gpu", action="store_true", help="GPU machine: engine at 1e8, 1e9, 1e10; no squigglepy")
-    p.add_argument("--quick", action="store_true", help="1e7 comparison, accuracy and posterior ratio only")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--json", help="write the figures to this file")
-    args = p.parse_args(argv)
-
+def _header(args) -> dict:
     import jax
 
     from mcflops import api
     from mcflops import engine
 
     engine.setup()  # first: one CPU device per core, claimed before JAX starts
-
     dev = api.device_name()
     r: dict = {"machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus", "device": dev,
                "jax": jax.__version__, "python": platform.python_version(),
                "date": time.strftime("%Y-%m-%d %H:%M %Z"), "command": " ".join(["python"] + sys.argv),
                "load_before": _load()}
     print(f"# {r['machine']}, {dev}, jax {r['jax']}, load {r['load_before']}", flush=True)
+    return r
+
+
+def gpu_main(args) -> int:
+    """The prepared GPU run, one command: the prior pass at 1e8, 1e9 and 1e10 draws (target >= 1e10 draws/s
+    at 1e10), the posterior pass against it with the host's share (target <= 2x), Sobol 2^20 x 5 inputs,
+    peak device memory, determinism, the CPU backend's sums against the device's. Figures are written to
+    ``--json`` after every step, so a run cut short keeps what it measured."""
+    import gpu_checks
+
+    r = _header(args)
+    size = gpu_checks.sizes(args.dry_run)
+    r["dry_run"] = args.dry_run
+
+    def save():
+        if args.json:
+            Path(args.json).write_text(json.dumps(r, indent=2) + "\n")
+
+    engine_prior(size["prior"][0])  # compile
+    for n in size["prior"]:
+        t, _ = _best(lambda n=n: engine_prior(n), 1 if n >= 10**9 else args.repeats)
+        print(f"{'engine prior predictive + quantiles':44s} n={n:>14,d}  {t:8.3f} s  {n / t / 1e9:8.2f} G draws/s"
+              + ("   (target >= 10 G/s)" if n >= 10**10 else ""), flush=True)
+        r[f"engine_{n:.0e}"] = {"seconds": t, "draws_per_s": n / t}
+        save()
+    steps = [("posterior_vs_prior", lambda: gpu_checks.posterior_vs_prior(size["posterior"])),
+             ("sobol", lambda: sobol_time(size["sobol_base"])),
+             ("peak_memory", gpu_checks.peak_memory),
+             ("determinism", lambda: gpu_checks.determinism(size["determinism"])),
+             ("cpu_vs_device", lambda: gpu_checks.cpu_vs_device(size["cpu_vs_device"], args.dry_run))]
+    for name, step in steps:
+        try:
+            r[name] = step()
+        except Exception as e:  # one failing check must not cost the others' figures
+            print(f"{name}: failed: {type(e).__name__}: {e}", flush=True)
+            r[name] = {"error": f"{type(e).__name__}: {e}"}
+        if name == "sobol" and "error" not in r[name]:
+            print(f"{'Sobol, ' + str(r[name]['base']) + ' base draws, ' + str(len(r[name]['inputs'])) + ' inputs':44s} "
+                  f"first call {r[name]['first_call_s']:.2f} s, warm {r[name]['seconds']:.2f} s", flush=True)
+        save()
+    r["load_after"] = _load()
+    save()
+    failed = [k for k, v in r.items() if isinstance(v, dict) and "error" in v]
+    print(f"# done; failed steps: {', '.join(failed) or 'none'}")
+    return 1 if failed else 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--gpu", action="store_true", help="GPU machine: the prepared run (gpu_main)")
+    p.add_argument("--quick", action="store_true", help="1e7 comparison, accuracy and posterior ratio only")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--json", help="write the figures to this file")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with --gpu: every step at tiny sizes on whatever device there is (a check of the script)")
+    args = p.parse_args(argv)
+    if args.dry_run and not args.gpu:
+        p.error("--dry-run goes with --gpu")
+    if args.gpu:
+        return gpu_main(args)
+
+    from mcflops import engine
+
+    r = _header(args)
 
     def show(label, n, secs, extra=""):
         print(f"{label:44s} n={n:>14,d}  {secs:8.3f} s  {n / secs / 1e6:10.1f} M draws/s {extra}", flush=True)
@@ -234,7 +291,7 @@ def main(argv=None) -> int:
     import reference_numpy
 
     # engine and NumPy alternate, best of each: a busy neighbour slows both alike
-    n_np = 1_000_000 if args.gpu else n7
+    n_np = n7
     t_eng = t_np = float("inf")
     for _ in range(args.repeats):
         t, res = _best(lambda: engine_prior(n7), 2)
@@ -248,17 +305,16 @@ def main(argv=None) -> int:
     r["numpy"] = {"n": n_np, "seconds": t_np, "draws_per_s": n_np / t_np, "quantiles": ref["quantiles"]}
     r["ratio_engine_numpy"] = (n7 / t_eng) / (n_np / t_np)
     print(f"{'engine / numpy':44s} {r['ratio_engine_numpy']:.1f}x   (target >= 10x)", flush=True)
-    if not args.gpu:
-        try:
-            import reference_squiggle
-        except ImportError as e:
-            r["squigglepy"] = {"error": str(e)}
-        else:
-            t_sq, _ = _best(lambda: reference_squiggle.run(n7), 1)
-            show("squigglepy reference", n7, t_sq)
-            r["squigglepy"] = {"n": n7, "seconds": t_sq, "draws_per_s": n7 / t_sq}
-            r["ratio_engine_squigglepy"] = (n7 / t_eng) / (n7 / t_sq)
-            print(f"{'engine / squigglepy':44s} {r['ratio_engine_squigglepy']:.1f}x", flush=True)
+    try:
+        import reference_squiggle
+    except ImportError as e:
+        r["squigglepy"] = {"error": str(e)}
+    else:
+        t_sq, _ = _best(lambda: reference_squiggle.run(n7), 1)
+        show("squigglepy reference", n7, t_sq)
+        r["squigglepy"] = {"n": n7, "seconds": t_sq, "draws_per_s": n7 / t_sq}
+        r["ratio_engine_squigglepy"] = (n7 / t_eng) / (n7 / t_sq)
+        print(f"{'engine / squigglepy':44s} {r['ratio_engine_squigglepy']:.1f}x", flush=True)
 
     acc = quantile_accuracy(n7)
     r["quantile_accuracy_1e7"] = acc
@@ -282,7 +338,7 @@ def main(argv=None) -> int:
           f"of medians {r['posterior_1e7']['median_ratio_of_15']:.2f}", flush=True)
 
     if not args.quick:
-        big = [10**8, 10**9, 10**10] if args.gpu else [10**8]
+        big = [10**8]
         for n in big:
             t, _ = _best(lambda n=n: engine_prior(n), 1 if n >= 10**9 else args.repeats)
             show("engine prior predictive + quantiles", n, t)
