@@ -243,28 +243,25 @@ def sensitivity(spec: SpecLike, *, output: str | None = None, sweeps: list[str] 
     return jsonable({"name": spec.name, "seed": res.seed, "samples": res.samples, **res.sensitivity})
 
 
-def calibrate(*, chains: int = 4, draws: int = 300, seed: int = 0, key=None, loo: bool = True) -> dict[str, Any]:
+def calibrate(*, chains: int = 4, draws: int = 300, seed: int = 0, key=None, loo: bool = True,
+              select: bool = False) -> dict[str, Any]:
     """``mcflops calibrate``: the fit of effective utilization (MFU x goodput) to the published runs that ship
-    with the package (so it takes no spec), and its leave-one-out check; what calibration.json holds
-    (without the CLI's pass/fail targets). ``draws``: NUTS's warm-up and kept draws per chain."""
-    import jax
-
-    from mcflops import calibration as cal
+    with the package (so it takes no spec) and, with ``loo``, its validation (leave one run, organisation,
+    accelerator generation out, a time split; against the baselines; each split's targets); what
+    calibration.json holds, computed by the same function as the command line's. ``draws``: NUTS's warm-up
+    and kept draws per chain (the validation samples half as many, at least 100, on half the chains);
+    ``select``: also compare the candidate models on the grouped validation (slow)."""
     from mcflops import engine
+    from mcflops.calibration import results
 
     call = Call("calibrate")
     chains, draws = call.whole(chains, "chains", 1, 64), call.whole(draws, "draws", 50, 100_000)
-    seed, loo = call.seed(seed), call.flag(loo, "loo")
+    seed, loo, select = call.seed(seed), call.flag(loo, "loo"), call.flag(select, "select")
     engine.setup()
     key = call.key(key)
-    cfg = cal.Config(chains=chains, warmup=draws, draws=draws)
-    runs = cal.load_runs()
     key = engine.seed_key(seed) if key is None else key
-    fit = cal.fit(jax.random.fold_in(key, 0), runs, cfg)
-    data: dict[str, Any] = cal.fit_summary(fit, cfg, seed)
-    if loo:
-        data["loo"] = cal.loo(jax.random.fold_in(key, 1), runs, cfg).to_dict()
-    return jsonable(data)
+    res = results.calibrate(key, chains=chains, draws=draws, seed=seed, validation=loo, select=select)
+    return jsonable(res.data)
 
 
 def write(kind: str, data: Mapping[str, Any], out: str | Path) -> None:

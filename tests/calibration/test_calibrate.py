@@ -232,6 +232,7 @@ def test_write_regenerates_the_fit_calibrated_priors_read():
 def test_cli_writes_json_figure_and_fit(tmp_path, monkeypatch, capsys):
     """The CLI plumbing (files, --write, the table) with the fitting replaced by canned data."""
     from mcflops import cli
+    from mcflops.calibration.results import Calibration
     from mcflops.cli import calibrate as calibrate_command
 
     row = {"id": "r1", "kind": "reported", "published": 1e6, "p5": 8e5, "p50": 1.1e6, "p95": 1.5e6,
@@ -245,7 +246,7 @@ def test_cli_writes_json_figure_and_fit(tmp_path, monkeypatch, capsys):
             "loo": {**metrics, "rows": [row], "targets": {"coverage_90": {"target": "x", "met": True}}}}
 
     def fake(args):  # calibration.png is drawn from data["loo"]
-        return data, {"schema": "calibration_fit_v1"}
+        return Calibration(data, {"schema": "calibration_fit_v1"})
 
     monkeypatch.setattr(calibrate_command, "compute", fake)
     monkeypatch.setattr(calibrate_command, "fit_path", lambda: tmp_path / "fit.json")
