@@ -12,8 +12,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from mcflops import chain as napkin
-
+from mcflops import chain
 from mcflops.errors import SpecError
 from mcflops.spec import SensitivityOptions, Spec, check_samples, load_spec, plan_options, sensitivity_options
 from mcflops.api.args import Call
@@ -99,7 +98,7 @@ def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior,
             sampler = nuts_mod.run_nuts if nuts_mod.available() else None
             post = inference.posterior(key, spec, m, sums, lik, method=method, sampler=sampler,
                                        **nuts)  # chains, warmup, draws
-        chain = napkin.chain(spec)
+        point_chain = chain.chain(spec)  # the napkin chain at each input's median
         sens_out = None
         if sens_opts is not None:  # tornado, Sobol, correlations, sweeps -> summary.json "sensitivity"
             from mcflops.analysis import sensitivity as sens
@@ -117,7 +116,7 @@ def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior,
         notes = [x for dep in spec.count_dependent.values() for x in dep.notes()]
         layout_out = _layout(spec, post)
         timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
-        return Result(spec=spec, seed=seed, samples=samples, chain=chain, prior=prior,
+        return Result(spec=spec, seed=seed, samples=samples, chain=point_chain, prior=prior,
                       observed=observed, draws=draws, posterior=post.summary if post is not None else None,
                       posterior_draws=post.draws if post is not None else None, sensitivity=sens_out,
                       device=device_name(), timings=timings, sums=sums, model=m,
