@@ -26,10 +26,10 @@ TARGETS = (("coverage_90", "in", (0.85, 0.95)), ("median_abs_log_error", "<=", 0
 class Calibration:
     """``data``: what calibration.json holds (the fit's summary; with the validation also ``validation``,
     ``validation_table``, ``targets``, ``error_floor`` and ``loo``; with the comparison ``selection``).
-    ``fit``: the fit to ship as mcflops/data/calibration_fit.json when it was asked for, else None."""
+    ``to_ship``: the fit to ship as mcflops/data/calibration_fit.json when it was asked for, else None."""
 
     data: dict[str, Any]
-    fit: dict[str, Any] | None = None
+    to_ship: dict[str, Any] | None = None
 
 
 def configs(chains: int, draws: int) -> tuple[Config, Config]:

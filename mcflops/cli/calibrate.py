@@ -65,7 +65,7 @@ def command(args) -> int:
     args.out = args.out or "reports/calibration"
     setup_jax()  # also JAX's persistent compilation cache: a second run skips the samplers' compiles
     res = compute(args)
-    data, export = res.data, res.fit
+    data, export = res.data, res.to_ship
     if not primary():
         return 0
     out = Path(args.out)
@@ -226,7 +226,7 @@ def layout_command(args) -> int:
     if args.write:
         from mcflops.layout.fit import FIT
 
-        output.write_fit(FIT, res.fit, where=FIT, indent=1)
+        output.write_fit(FIT, res.to_ship, where=FIT, indent=1)
         data["wrote_fit"] = str(FIT)
     if args.json:
         print(json.dumps(data, indent=2))

@@ -15,11 +15,11 @@ from mcflops.layoutfit import validate as lv
 @dataclass(frozen=True)
 class LayoutCalibration:
     """``data``: what layout_validation.json holds (``fit``, ``posterior``, ``priors``, ``production``,
-    ``production_targets``, with the trends ``trends``, and ``seconds``), JSON types only. ``fit``: the
+    ``production_targets``, with the trends ``trends``, and ``seconds``), JSON types only. ``to_ship``: the
     priors to ship as layout_fit.json, JSON types only."""
 
     data: dict[str, Any]
-    fit: dict[str, Any]
+    to_ship: dict[str, Any]
 
 
 def command_line(seed: int, chains: int, draws: int) -> str:
