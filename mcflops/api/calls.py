@@ -12,8 +12,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from mcflops import chain as napkin
-
+from mcflops import chain
 from mcflops.errors import SpecError
 from mcflops.spec import SensitivityOptions, Spec, check_samples, load_spec, plan_options, sensitivity_options
 from mcflops.api.args import Call
@@ -99,7 +98,7 @@ def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior,
             sampler = nuts_mod.run_nuts if nuts_mod.available() else None
             post = inference.posterior(key, spec, m, sums, lik, method=method, sampler=sampler,
                                        **nuts)  # chains, warmup, draws
-        chain = napkin.chain(spec)
+        point_chain = chain.chain(spec)  # the napkin chain at each input's median
         sens_out = None
         if sens_opts is not None:  # tornado, Sobol, correlations, sweeps -> summary.json "sensitivity"
             from mcflops.analysis import sensitivity as sens
@@ -117,7 +116,7 @@ def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior,
         notes = [x for dep in spec.count_dependent.values() for x in dep.notes()]
         layout_out = _layout(spec, post)
         timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
-        return Result(spec=spec, seed=seed, samples=samples, chain=chain, prior=prior,
+        return Result(spec=spec, seed=seed, samples=samples, chain=point_chain, prior=prior,
                       observed=observed, draws=draws, posterior=post.summary if post is not None else None,
                       posterior_draws=post.draws if post is not None else None, sensitivity=sens_out,
                       device=device_name(), timings=timings, sums=sums, model=m,
@@ -243,28 +242,25 @@ def sensitivity(spec: SpecLike, *, output: str | None = None, sweeps: list[str] 
     return jsonable({"name": spec.name, "seed": res.seed, "samples": res.samples, **res.sensitivity})
 
 
-def calibrate(*, chains: int = 4, draws: int = 300, seed: int = 0, key=None, loo: bool = True) -> dict[str, Any]:
+def calibrate(*, chains: int = 4, draws: int = 300, seed: int = 0, key=None, loo: bool = True,
+              select: bool = False) -> dict[str, Any]:
     """``mcflops calibrate``: the fit of effective utilization (MFU x goodput) to the published runs that ship
-    with the package (so it takes no spec), and its leave-one-out check; what calibration.json holds
-    (without the CLI's pass/fail targets). ``draws``: NUTS's warm-up and kept draws per chain."""
-    import jax
-
-    from mcflops import calibration as cal
+    with the package (so it takes no spec) and, with ``loo``, its validation (leave one run, organisation,
+    accelerator generation out, a time split; against the baselines; each split's targets); what
+    calibration.json holds, computed by the same function as the command line's. ``draws``: NUTS's warm-up
+    and kept draws per chain (the validation samples half as many, at least 100, on half the chains);
+    ``select``: also compare the candidate models on the grouped validation (slow)."""
     from mcflops import engine
+    from mcflops.calibration import results
 
     call = Call("calibrate")
     chains, draws = call.whole(chains, "chains", 1, 64), call.whole(draws, "draws", 50, 100_000)
-    seed, loo = call.seed(seed), call.flag(loo, "loo")
+    seed, loo, select = call.seed(seed), call.flag(loo, "loo"), call.flag(select, "select")
     engine.setup()
     key = call.key(key)
-    cfg = cal.Config(chains=chains, warmup=draws, draws=draws)
-    runs = cal.load_runs()
     key = engine.seed_key(seed) if key is None else key
-    fit = cal.fit(jax.random.fold_in(key, 0), runs, cfg)
-    data: dict[str, Any] = cal.fit_summary(fit, cfg, seed)
-    if loo:
-        data["loo"] = cal.loo(jax.random.fold_in(key, 1), runs, cfg).to_dict()
-    return jsonable(data)
+    res = results.calibrate(key, chains=chains, draws=draws, seed=seed, validation=loo, select=select)
+    return jsonable(res.data)
 
 
 def write(kind: str, data: Mapping[str, Any], out: str | Path) -> None:

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from mcflops.calibration.runs import Runs
-from mcflops.priors import calibrated as derived
+from mcflops.priors import calibrated
 
 RULE = (0.3, 0.4)
 BASELINES = ("constant", "rule", "generation")
@@ -31,7 +31,7 @@ LogUPredictive = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 def _logit_t(mean: float, scale: float, df: float) -> LogUPredictive:
     z = np.zeros(1)
-    return lambda t: derived.log_u_cdf_pdf(np.array([mean]), np.array([scale]), z, z, t, df=df)
+    return lambda t: calibrated.log_u_cdf_pdf(np.array([mean]), np.array([scale]), z, z, t, df=df)
 
 
 def constant_params(z: np.ndarray) -> tuple[float, float, float]:

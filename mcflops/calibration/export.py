@@ -13,7 +13,7 @@ import numpy as np
 from mcflops.calibration.model import Config, Fit, thin
 from mcflops.calibration.predict import Loo
 from mcflops.calibration.runs import KINDS, data_text
-from mcflops.priors import calibrated as derived
+from mcflops.priors import calibrated
 
 
 def fit_summary(fit: Fit, cfg: Config, seed: int) -> dict[str, Any]:
@@ -47,12 +47,13 @@ def export(fit: Fit, seed: int, loo_result: Loo | None = None, keep: int = 600,
     names = ("alpha", "beta", "tau", "tau_org", "tau_acc", "a_org", "a_acc", "sigma", "throughput_offset")
     draws = {k: _round(thin(fit.draws[k], keep)) for k in names if k in fit.draws}
     summ = fit.summary()
-    out = {"schema": derived.FIT_SCHEMA, "fit_id": fit_id(fit.config, seed), "made_by": "mcflops calibrate --write",
+    out = {"schema": calibrated.FIT_SCHEMA, "fit_id": fit_id(fit.config, seed), "made_by": "mcflops calibrate --write",
            "mcflops_version": ver, "data_sha256": hashlib.sha256(data_text().encode()).hexdigest(), "seed": seed,
            "n_runs": int(fit.runs.n), "runs": list(fit.runs.ids),
            "covariates": list(fit.config.covariates), "orgs": list(fit.runs.org_names),
            "families": list(fit.runs.family_names), "kinds": list(KINDS),
-           "peak_range": [min(map(derived.peak16, fit.runs.accelerators)), max(map(derived.peak16, fit.runs.accelerators))],
+           "peak_range": [min(map(calibrated.peak16, fit.runs.accelerators)),
+                          max(map(calibrated.peak16, fit.runs.accelerators))],
            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in fit.config.__dict__.items()},
            "diagnostics": {"divergences": fit.divergences,
                            "max_r_hat": max(s["r_hat"] for s in summ.values()),

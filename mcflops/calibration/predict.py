@@ -13,7 +13,7 @@ import numpy as np
 
 from mcflops.calibration.model import Config, Fit, Sampler
 from mcflops.calibration.runs import KINDS, Runs, load_runs
-from mcflops.priors import calibrated as derived
+from mcflops.priors import calibrated
 
 PROBS = (0.05, 0.5, 0.95)
 
@@ -29,13 +29,13 @@ def log_u_params(fit: Fit, i: int, most: int = 1000) -> tuple[np.ndarray, ...]:
     """
     d = fit.thinned(most)
     runs, ix = fit.runs, fit.runs.index()
-    peaks = np.array([derived.peak16(a) for a in runs.accelerators])
+    peaks = np.array([calibrated.peak16(a) for a in runs.accelerators])
     seen = fit.weights > 0
     peak = peaks[i]
     acc = runs.acc_index(fit.config.acc_group)
     if not np.any(seen & (acc == acc[i])):
         peak = float(np.clip(peak, peaks[seen].min(), peaks[seen].max()))
-    x = derived.covariates(fit.config.covariates, runs.params[i], peak, runs.moe[i])
+    x = calibrated.covariates(fit.config.covariates, runs.params[i], peak, runs.moe[i])
     mean = d["alpha"] + d["beta"] @ x
     if "a_org" in d:
         mean = mean + d["a_org"][:, ix["org"][i]]
@@ -49,7 +49,7 @@ def log_u_params(fit: Fit, i: int, most: int = 1000) -> tuple[np.ndarray, ...]:
 
 def predict_log_u(fit: Fit, i: int, probs=PROBS, most: int = 1000) -> np.ndarray:
     """Quantiles of the log utilization run i's published figure would imply, from the fit's draws."""
-    return derived.log_u_quantiles(*log_u_params(fit, i, most), probs, df=fit.config.run_df)
+    return calibrated.log_u_quantiles(*log_u_params(fit, i, most), probs, df=fit.config.run_df)
 
 
 def predict_hours(fit: Fit, i: int, probs=PROBS) -> np.ndarray:
@@ -61,19 +61,20 @@ def predict_hours(fit: Fit, i: int, probs=PROBS) -> np.ndarray:
 def population_table(fit: Fit) -> list[dict[str, Any]]:
     """The calibrated prior (p5/p50/p95 of u) for a new org's run at a few sizes on each family, and a note
     where the data have no run on that family."""
-    peaks = [derived.peak16(a) for a in fit.runs.accelerators]
+    peaks = [calibrated.peak16(a) for a in fit.runs.accelerators]
     fitd = {"draws": fit.thinned(1000), "covariates": list(fit.config.covariates),
             "orgs": [], "families": list(fit.runs.family_names), "kinds": list(KINDS),
             "peak_range": [min(peaks), max(peaks)]}
     rows = []
     for acc in ("a100", "h100-sxm", "tpu-v4", "b200"):
-        fam = derived.accelerator_family(acc)
-        before = derived.predecessor(fam, fitd["families"])
+        fam = calibrated.accelerator_family(acc)
+        before = calibrated.predecessor(fam, fitd["families"])
         note = "" if fam in fitd["families"] else f"no published run on {acc}: " + (
             f"its predecessor's effect ({before}) with the spread of families added" if before
             else "the population spread of families applies")
         for n in (7e9, 70e9, 400e9):
-            q = np.exp(derived.log_u_quantiles(*derived.predictive(fitd, n, acc, False), PROBS, df=fit.config.run_df))
+            q = np.exp(calibrated.log_u_quantiles(*calibrated.predictive(fitd, n, acc, False), PROBS,
+                                                  df=fit.config.run_df))
             rows.append({"accelerator": acc, "params": n, "p5": q[0], "p50": q[1], "p95": q[2], "note": note})
     return rows
 

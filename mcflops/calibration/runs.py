@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mcflops.priors import calibrated as derived
+from mcflops.priors import calibrated
 
 KINDS = ("reported", "derived", "third_party", "reported_rounded", "reported_informal", "throughput",
          "upper_bound")
@@ -45,7 +45,7 @@ class Runs:
 
     @property
     def family_names(self) -> tuple[str, ...]:
-        return tuple(sorted({derived.accelerator_family(a) for a in self.accelerators}))
+        return tuple(sorted({calibrated.accelerator_family(a) for a in self.accelerators}))
 
     def acc_names(self, group: str = "family") -> tuple[str, ...]:
         """The accelerator effect's levels: families, or the rows' ``generation`` (calibration.model.Config.acc_group)."""
@@ -61,13 +61,13 @@ class Runs:
         return np.array([names.index(g) for g in self.generations], np.int32)
 
     def x(self, names: Sequence[str]) -> np.ndarray:
-        peaks = np.array([derived.peak16(a) for a in self.accelerators])
-        return derived.covariates(names, self.params, peaks, self.moe)
+        peaks = np.array([calibrated.peak16(a) for a in self.accelerators])
+        return calibrated.covariates(names, self.params, peaks, self.moe)
 
     def index(self) -> dict[str, np.ndarray]:
         orgs, fams = self.org_names, self.family_names
         return {"org": np.array([orgs.index(o) for o in self.orgs], np.int32),
-                "fam": np.array([fams.index(derived.accelerator_family(a)) for a in self.accelerators], np.int32),
+                "fam": np.array([fams.index(calibrated.accelerator_family(a)) for a in self.accelerators], np.int32),
                 "kind": np.array([KINDS.index(k) for k in self.kinds], np.int32)}
 
     @property
@@ -81,7 +81,7 @@ def runs_from_records(records: Sequence[dict]) -> Runs:
     for r in records:
         if r["hours_kind"] not in KINDS:
             raise ValueError(f"run {r['id']}: unknown hours_kind {r['hours_kind']!r} (expected one of {KINDS})")
-    peak = np.array([derived.peak16(r["accelerator"]) for r in records])
+    peak = np.array([calibrated.peak16(r["accelerator"]) for r in records])
     n = np.array([float(r["params_active"]) for r in records])
     d = np.array([float(r["tokens"]) for r in records])
     return Runs(ids=tuple(str(r["id"]) for r in records), orgs=tuple(str(r["org"]) for r in records),
@@ -90,7 +90,7 @@ def runs_from_records(records: Sequence[dict]) -> Runs:
                 moe=np.array([float(bool(r.get("moe", False))) for r in records]),
                 log_hours=np.log([float(r["hours"]) for r in records]),
                 log_hours_u1=np.log(6.0 * n * d / (peak * 3600.0)),  # Kaplan et al. 2020: C = 6ND
-                generations=tuple(str(r.get("generation") or derived.accelerator_family(r["accelerator"]))
+                generations=tuple(str(r.get("generation") or calibrated.accelerator_family(r["accelerator"]))
                                   for r in records),
                 published=tuple(None if r.get("published") is None else _month(r) for r in records))
 

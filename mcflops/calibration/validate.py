@@ -19,7 +19,7 @@ from mcflops.calibration.predict import log_u_params
 from mcflops.calibration.runs import Runs
 from mcflops.calibration.scores import Predictive, Scored, aggregate, score
 from mcflops.calibration.splits import SHORT, SPLITS, Split, make_splits
-from mcflops.priors import calibrated as derived
+from mcflops.priors import calibrated
 
 GRID = np.linspace(-9.0, -1e-9, 900)  # log u from 1.2e-4 to 1: where every predictive's mass lies
 MODELS = ("model",) + base.BASELINES
@@ -48,7 +48,7 @@ def log_u_cdf(params: tuple[np.ndarray, ...], t: np.ndarray, df) -> np.ndarray:
     cdf = np.zeros(len(t))
     for n in np.unique(nodes):
         keep = nodes == n
-        cdf += keep.mean() * derived.log_u_cdf_pdf(*(p[keep] for p in params), t, df=df, nodes=int(n))[0]
+        cdf += keep.mean() * calibrated.log_u_cdf_pdf(*(p[keep] for p in params), t, df=df, nodes=int(n))[0]
     return cdf
 
 
@@ -60,14 +60,14 @@ def model_log_u(fit: Fit, i: int, most: int = 120, at: float | None = None):
     params = log_u_params(fit, i, most)
     df = fit.config.run_df
     if at is None:
-        return lambda t: derived.log_u_cdf_pdf(*params, t, df=df)
+        return lambda t: calibrated.log_u_cdf_pdf(*params, t, df=df)
     params = tuple(np.broadcast_to(np.asarray(p, float), params[0].shape) for p in params)
 
     def log_u(t):
         cdf = log_u_cdf(params, t, df)
         j = int(np.clip(np.searchsorted(t, at), 1, len(t) - 1))
         pdf = np.zeros_like(cdf)
-        pdf[j - 1:j + 1] = derived.log_u_cdf_pdf(*params, t[j - 1:j + 1], df=df)[1]
+        pdf[j - 1:j + 1] = calibrated.log_u_cdf_pdf(*params, t[j - 1:j + 1], df=df)[1]
         return cdf, pdf
 
     return log_u

@@ -6,8 +6,6 @@ report.html go to --out and, with --write, the fit to ship as mcflops/data/calib
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +14,6 @@ from mcflops.output import figures
 from mcflops.cli.session import primary, setup_jax
 from mcflops.errors import SpecError
 from mcflops.numbers import format_number as fmt
-
-# per split, for the model: (key, op, value); "beats" compares the CRPS with every baseline's
-TARGETS = (("coverage_90", "in", (0.85, 0.95)), ("median_abs_log_error", "<=", 0.20),
-           ("median_p95_over_p5", "<=", 3.0), ("crps", "beats", "every baseline"))
-LOO_TARGETS = {"coverage_90": (">=", 0.85), "median_error_pct": ("<", 30.0), "median_p95_over_p5": ("<", 3.0)}
-
 
 class Phases:
     """One progress line per phase on stderr (a terminal only; never with --quiet or --json): each phase's
@@ -72,7 +64,8 @@ def command(args) -> int:
         return layout_command(args)
     args.out = args.out or "reports/calibration"
     setup_jax()  # also JAX's persistent compilation cache: a second run skips the samplers' compiles
-    data, export = compute(args)
+    res = compute(args)
+    data, export = res.data, res.to_ship
     if not primary():
         return 0
     out = Path(args.out)
@@ -119,68 +112,16 @@ def fit_path() -> Path:
     return Path(__file__).resolve().parents[1] / "data" / FIT_FILE
 
 
-def compute(args) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The fit, its summary and (unless --no-loo) the validation as data, and with --write the fit to ship
-    (else None). The validation samples fewer draws (half the chains, half the draws, at least 100) than the
-    fit: every fold of every split is one joint NUTS run."""
-    import jax
-
-    from mcflops import calibration as cal
+def compute(args):
+    """What the calibration layer returns for these flags (a calibration.results.Calibration), with one
+    progress line per phase."""
     from mcflops import engine
+    from mcflops.calibration import results
 
-    cfg = cal.Config(chains=args.chains, warmup=args.draws, draws=args.draws)
-    vcfg = replace(cfg, chains=max(1, args.chains // 2), warmup=max(100, args.draws // 2),
-                   draws=max(100, args.draws // 2))
-    runs = cal.load_runs()
-    key = engine.seed_key(args.seed)
     with Phases(args.quiet or args.json) as phase:
-        phase(f"fitting the model to {runs.n} published runs (NUTS, {cfg.chains} chains x {cfg.draws} draws)")
-        fit = cal.fit(jax.random.fold_in(key, 0), runs, cfg)
-        data: dict[str, Any] = cal.fit_summary(fit, cfg, args.seed)
-        v = None
-        if not args.no_loo:
-            v = cal.validate(jax.random.fold_in(key, 1), runs, vcfg, phase=phase, tick=phase.tick)
-            data["validation"] = v.to_dict()
-            data["validation_table"] = v.table()
-            data["targets"] = targets(v.table())
-            data["error_floor"] = cal.error_floor(runs)
-            data["loo"] = loo_block(data["validation"])
-        if getattr(args, "select", False):
-            data["selection"] = cal.compare_models(jax.random.fold_in(key, 2), runs, vcfg, phase=phase)
-    export = cal.export(fit, args.seed, None, validation=data.get("validation_table")) if args.write else None
-    if export is not None and "loo" in data:
-        export["loo"] = {k: v for k, v in data["loo"].items() if k != "rows"}
-    return data, export
-
-
-def loo_block(validation: dict[str, Any]) -> dict[str, Any]:
-    """The leave-one-out split's model rows in the form calibration.png draws (and its old metrics)."""
-    split = next(s for s in validation["splits"] if s["name"] == "loo")
-    rows = [{**r, "covered": r["covered_90"]} for r in split["rows"]["model"]]
-    sc = split["scores"]["model"]
-    m = {"runs": sc["runs"], "coverage_90": sc["coverage_90"], "median_abs_log_error": sc["median_abs_log_error"],
-         "median_error_pct": 100.0 * math.expm1(sc["median_abs_log_error"]),
-         "median_p95_over_p5": sc["median_p95_over_p5"], "seconds": validation["seconds"]}
-    return {**m, "rows": rows}
-
-
-def targets(table: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per split, each target and whether the model met it."""
-    out: dict[str, dict[str, Any]] = {}
-    for split in dict.fromkeys(r["split"] for r in table):
-        rows = {r["model"]: r for r in table if r["split"] == split}
-        m = rows["model"]
-        res = {}
-        for key, op, val in TARGETS:
-            if op == "in":
-                ok, text = val[0] <= m[key] <= val[1], f"{val[0]:g}-{val[1]:g}"
-            elif op == "<=":
-                ok, text = m[key] <= val, f"<= {val:g}"
-            else:
-                ok, text = all(m["crps"] < r["crps"] for k, r in rows.items() if k != "model"), "below every baseline"
-            res[key] = {"target": text, "value": m[key], "met": bool(ok)}
-        out[split] = res
-    return out
+        return results.calibrate(engine.seed_key(args.seed), chains=args.chains, draws=args.draws, seed=args.seed,
+                                 validation=not args.no_loo, select=getattr(args, "select", False),
+                                 ship=args.write, phase=phase, tick=phase.tick)
 
 
 def show(data: dict[str, Any]) -> None:
@@ -265,29 +206,13 @@ def show_validation(con, data: dict[str, Any]) -> None:
 def layout_command(args) -> int:
     """`mcflops calibrate --layout`: the layout MFU model's efficiency priors fitted to the benchmark rows, the
     held-out production rows and trends; --write ships the priors, --out DIR writes layout_validation.json."""
-    import time
-
-    from mcflops.layoutfit import fit as lf
-    from mcflops.layoutfit import validate as lv
+    from mcflops.layoutfit.results import calibrate_layout
 
     setup_jax()
-    t = time.perf_counter()
-    cmd = f"mcflops calibrate --layout --seed {args.seed} --chains {args.chains} --draws {args.draws}"
     with Phases(args.quiet or args.json) as phase:
-        phase(f"fitting the layout model to the benchmark rows (NUTS, {args.chains} chains x {args.draws} draws)")
-        rs = lf.rows()
-        f = lf.fit(rs, args.seed, args.chains, args.draws, args.draws)
-        fit_json = lv.export(f, cmd, args.seed)
-        phase("predicting the held-out production rows")
-        prod = lv.production(fit_json)
-        data = {"fit": fit_json["fit"], "posterior": f.summary, "priors": {"default": fit_json["default"],
-                "accelerator": fit_json["accelerator"]}, "production": prod, "production_targets": lv.table(prod)}
-        if not args.no_loo:
-            phase("refitting without the trend series")
-            data["trends"] = lv.trends(rs, args.seed, max(1, args.chains // 2), max(100, args.draws // 2),
-                                       max(100, args.draws // 2))
-    data["seconds"] = time.perf_counter() - t
-    data = lv.to_json(data)
+        res = calibrate_layout(seed=args.seed, chains=args.chains, draws=args.draws, trends=not args.no_loo,
+                               phase=phase)
+    data = res.data
     if not primary():
         return 0
     if args.out:
@@ -301,7 +226,7 @@ def layout_command(args) -> int:
     if args.write:
         from mcflops.layout.fit import FIT
 
-        output.write_fit(FIT, lv.to_json(fit_json), where=FIT, indent=1)
+        output.write_fit(FIT, res.to_ship, where=FIT, indent=1)
         data["wrote_fit"] = str(FIT)
     if args.json:
         print(json.dumps(data, indent=2))

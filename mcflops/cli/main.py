@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from mcflops import output
 from mcflops.cli import signals
 from mcflops.cli.args import EXIT_BAD_INPUT, as_flag, build_parser
-from mcflops.cli.session import release_outputs
+from mcflops.cli.session import Session
 from mcflops.errors import SpecError
 from mcflops.priors import memo
 
@@ -26,9 +26,10 @@ COMMANDS = {"run": "run", "sample": "run", "validate": "validate", "schema": "va
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    session = Session()  # this call's claimed folders, let go of when it ends however it ends
     with signals.interrupts():  # armed until main returns: a signal at any point stops it with one line
         try:
-            rc = _main(argv)
+            rc = _main(argv, session)
             signals.check_interrupt()  # arrived after the last stage: still not a clean exit
             return rc
         except SpecError as e:
@@ -40,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"mcflops: {signals.word(signum)}{done}", file=sys.stderr)
             return signals.exit_code(signum)
         finally:
-            release_outputs()
+            session.close()
 
 
 def _listed(paths: list[str]) -> str:
@@ -74,7 +75,7 @@ def leave(code: list[int | None]) -> None:
     os._exit(code[0])
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, session: Session) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     output.WRITTEN.clear()  # this call's writes only (main may be called again in one process)
@@ -87,6 +88,7 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return EXIT_BAD_INPUT
     memo.use()  # priors' fits, tails and tables from earlier runs (a second validate imports no scipy)
+    args.session = session
     return importlib.import_module(f"mcflops.cli.{COMMANDS[args.command]}").command(args)
 
 

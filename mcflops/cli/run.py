@@ -11,7 +11,7 @@ from mcflops import chain as napkin
 from mcflops import output
 from mcflops.cli.progress import progress
 from mcflops.cli.tables import fmt, headline_lines, stats_table
-from mcflops.cli.session import claim_out, primary, setup_jax
+from mcflops.cli.session import primary, setup_jax
 from mcflops.cli.signals import check_interrupt
 from mcflops.spec import INPUTS, load_spec
 
@@ -20,7 +20,7 @@ def command(args) -> int:
     spec = load_spec(args.file)
     out = Path(args.out) if getattr(args, "out", None) else Path("reports") / spec.name
     if args.command == "run":  # refuse a bad --out before sampling, not after
-        claim_out(out)
+        args.session.claim_out(out)
     with progress(args.quiet or args.json) as bar:
         bar.phase("starting")  # JAX's import and set-up take seconds: say so from the first one
         setup_jax()

@@ -1,9 +1,11 @@
 """What every computing command shares: JAX set up before it computes, which process prints and
-writes, results as plain JSON types, and the --samples check of the commands that sample outside api.run."""
+writes, results as plain JSON types, the --samples check of the commands that sample outside api.run, and
+the session that holds what one command has claimed (its output folders' locks)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 
@@ -104,36 +106,42 @@ def analysis_command(args, compute, json_name: str, figures_of, show, write=None
     return 0
 
 
-def claim_out(out) -> None:
-    """A run's output folder, before it samples: refused if it must not be replaced (output.check_out),
-    then locked for the rest of the command (another `mcflops run` to the same folder is refused at once,
-    not after its sampling); main lets go of it at exit (``release_outputs``), and removes the folders it
-    created for it if nothing was written into them."""
-    from mcflops import output
-    from mcflops.errors import SpecError
+class Session:
+    """What one command holds until it ends: the output folders it claimed (locked), each with the parent
+    folders it created for it. main makes one per call and hands it to the command as ``args.session``, and
+    lets go of everything at the end (``close``): two calls in one process (a notebook, the tests) share
+    nothing."""
 
-    output.check_out(out)
-    parent = out.resolve().parent
-    made = [p for p in (parent, *parent.parents) if not p.exists()]
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        output.acquire(out, str(out))
-    except OSError as e:
-        _remove_empty(made)
-        raise SpecError(f"cannot write here: {e.strerror}", path=str(out), field="--out") from None
-    _CLAIMED.append((out, made))
+    def __init__(self) -> None:
+        self.claimed: list[tuple[Path, list[Path]]] = []  # (folder, the parents created for it)
 
+    def claim_out(self, out: Path) -> None:
+        """A run's output folder, before it samples: refused if it must not be replaced (output.check_out),
+        then locked for the rest of the command (another `mcflops run` to the same folder is refused at once,
+        not after its sampling); ``close`` lets go of it, and removes the folders created for it if nothing
+        was written into them."""
+        from mcflops import output
+        from mcflops.errors import SpecError
 
-_CLAIMED: list = []  # (folder, the parents created for it) this command holds the lock of
+        output.check_out(out)
+        parent = out.resolve().parent
+        made = [p for p in (parent, *parent.parents) if not p.exists()]
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            output.acquire(out, str(out))
+        except OSError as e:
+            _remove_empty(made)
+            raise SpecError(f"cannot write here: {e.strerror}", path=str(out), field="--out") from None
+        self.claimed.append((out, made))
 
+    def close(self) -> None:
+        """Every claimed folder released, the last claimed first."""
+        from mcflops import output
 
-def release_outputs() -> None:
-    from mcflops import output
-
-    while _CLAIMED:
-        out, made = _CLAIMED.pop()
-        output.release(out)
-        _remove_empty(made)
+        while self.claimed:
+            out, made = self.claimed.pop()
+            output.release(out)
+            _remove_empty(made)
 
 
 def _remove_empty(folders) -> None:

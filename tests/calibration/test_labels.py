@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from mcflops import report
-from mcflops.priors import calibrated as derived
+from mcflops.priors import calibrated
 from mcflops.report import sections
 from mcflops.spec import load_spec
 
@@ -31,7 +31,7 @@ def test_the_calibration_page_never_calls_the_calibrated_quantity_mfu_alone():
 
     data = json.loads((Path(__file__).parents[2] / "reports" / "calibration" / "calibration.json").read_text())
     md = render(data, {})["report.md"]
-    assert derived.LABEL in md
+    assert calibrated.LABEL in md
     for i in range(len(md)):  # every "MFU" on the page is "MFU x goodput" or an implied / 30-40% rule MFU
         if md.startswith("MFU", i):
             near = md[max(0, i - 12):i + 16]

@@ -9,7 +9,7 @@ from tests.calibration.test_validation import _toy
 
 
 def _data(published=True):
-    from mcflops.cli import calibrate as command
+    from mcflops.calibration.results import loo_block, targets
 
     runs = _toy(published=published)
     results = []
@@ -26,8 +26,8 @@ def _data(published=True):
     v = Validation(results, 1.0, 0, cal.Config())
     data = {"seed": 0, "runs": runs.n, "fit_id": "x", "config": {"covariates": ["moe"], "run_df": None},
             "population": [], "validation": v.to_dict(), "validation_table": v.table(),
-            "targets": command.targets(v.table())}
-    data["loo"] = command.loo_block(data["validation"])
+            "targets": targets(v.table())}
+    data["loo"] = loo_block(data["validation"])
     return data
 
 

@@ -3,7 +3,7 @@ how many runs it is calibrated on, and what of the run the data have not seen.""
 
 import pytest
 
-from mcflops.priors import calibrated as derived
+from mcflops.priors import calibrated
 from mcflops.spec import load_spec
 
 
@@ -17,12 +17,12 @@ def test_short_description_is_the_tables_median_and_interval():
 
     d = _mfu(calibrated={"org": "Meta"})
     p5, p50, p95 = scipy_dist(d).ppf([0.05, 0.5, 0.95])
-    n = derived.load_fit()["n_runs"]
-    assert derived.describe(d) == (f"{derived.LABEL}: median {p50:.3f}, 90% [{p5:.3f}, {p95:.3f}], calibrated on "
-                                   f"{n} published runs")
-    assert "mixture" not in derived.describe(d)
-    assert derived.describe(load_spec({"name": "c", "priors": {"params": 1e9, "tokens": 1e11, "mfu": 0.4},
-                                       "hardware": {"accelerator": "a100"}}).priors["mfu"]) is None
+    n = calibrated.load_fit()["n_runs"]
+    assert calibrated.describe(d) == (f"{calibrated.LABEL}: median {p50:.3f}, 90% [{p5:.3f}, {p95:.3f}], "
+                                      f"calibrated on {n} published runs")
+    assert "mixture" not in calibrated.describe(d)
+    assert calibrated.describe(load_spec({"name": "c", "priors": {"params": 1e9, "tokens": 1e11, "mfu": 0.4},
+                                          "hardware": {"accelerator": "a100"}}).priors["mfu"]) is None
 
 
 @pytest.mark.parametrize("acc, calibrated, note", [

@@ -10,7 +10,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from mcflops import calibration as cal
-from mcflops.priors import calibrated as derived
+from mcflops.priors import calibrated
 
 TEXT = files("mcflops").joinpath("data", "published_runs.yaml").read_text("utf-8")
 DATA = YAML(typ="safe", pure=True).load(TEXT)
@@ -71,7 +71,7 @@ def test_parameters_and_moe_agree(run):
 
 def test_the_peak_table_is_the_catalogue_and_covers_every_row():
     for acc, peak in DATA["peak_flops_dense_bf16"].items():
-        assert derived.peak16(acc) == pytest.approx(peak)
+        assert calibrated.peak16(acc) == pytest.approx(peak)
     assert {r["accelerator"] for r in RUNS} <= set(DATA["peak_flops_dense_bf16"])
 
 
@@ -81,7 +81,7 @@ def test_generations_are_the_codes_accelerator_families():
     assert {r["generation"] for r in RUNS} <= set(DATA["generations"])
     fams = {}
     for r in RUNS:
-        fams.setdefault(r["generation"], set()).add(derived.accelerator_family(r["accelerator"]))
+        fams.setdefault(r["generation"], set()).add(calibrated.accelerator_family(r["accelerator"]))
     assert all(len(f) == 1 for f in fams.values()), fams
     assert len({next(iter(f)) for f in fams.values()}) == len(fams)
 

@@ -14,7 +14,7 @@ from mcflops.calibration import select
 from mcflops.calibration.model import _model_fn
 from mcflops.calibration.runs import KINDS
 from mcflops.calibration.validate import quadrature_nodes
-from mcflops.priors import calibrated as derived
+from mcflops.priors import calibrated
 
 PAGE = Path(__file__).resolve().parents[2] / "reports" / "calibration" / "calibration.json"
 
@@ -33,7 +33,7 @@ def test_the_shipped_structure_is_the_candidate_the_committed_selection_chose():
     assert name is not None, "Config()'s structure is none of the candidates"
     chosen = [r["candidate"] for r in json.loads(PAGE.read_text())["selection"] if r["chosen"]]
     assert chosen == [name]
-    assert derived.load_fit()["config"]["kind_noise"] == cfg.kind_noise
+    assert calibrated.load_fit()["config"]["kind_noise"] == cfg.kind_noise
 
 
 def test_every_candidate_is_a_distinct_structure():
@@ -74,10 +74,10 @@ def test_one_noise_likelihood_is_logit_of_implied_u_around_its_location(df):
 
 def test_student_t_4_closed_form_matches_scipy():
     z = np.concatenate([np.linspace(-60, 60, 4001), [-1e4, 1e4, 0.0]])
-    cdf, pdf = derived._std_cdf_pdf(z, 4.0)
+    cdf, pdf = calibrated._std_cdf_pdf(z, 4.0)
     np.testing.assert_allclose(cdf, stats.t.cdf(z, 4), rtol=0, atol=1e-14)
     np.testing.assert_allclose(pdf, stats.t.pdf(z, 4), rtol=1e-12, atol=1e-300)
-    other, _ = derived._std_cdf_pdf(z, 5.0)  # any other nu: scipy's incomplete beta
+    other, _ = calibrated._std_cdf_pdf(z, 5.0)  # any other nu: scipy's incomplete beta
     np.testing.assert_allclose(other, stats.t.cdf(z, 5), rtol=0, atol=1e-14)
 
 
@@ -89,7 +89,7 @@ def test_predictive_without_noise_is_exact_in_one_node(df):
     mean, sd = rng.normal(-0.8, 0.2, 40), rng.uniform(0.3, 0.5, 40)
     zero = np.zeros(40)
     t = np.linspace(-4.0, -0.05, 200)
-    cdf, pdf = derived.log_u_cdf_pdf(mean, sd, zero, zero, t, df=df)
+    cdf, pdf = calibrated.log_u_cdf_pdf(mean, sd, zero, zero, t, df=df)
     x = (t[None, :] - np.log(-np.expm1(t))[None, :] - mean[:, None]) / sd[:, None]
     dist = stats.norm if df is None else stats.t(df)
     np.testing.assert_allclose(cdf, dist.cdf(x).mean(axis=0), atol=1e-12)
@@ -110,7 +110,7 @@ def test_the_page_describes_the_structure_it_fitted():
 def test_error_floor_by_hand():
     from mcflops.calibration.baselines import error_floor
 
-    peak = {"a100": derived.peak16("a100"), "h100-sxm": derived.peak16("h100-sxm")}
+    peak = {"a100": calibrated.peak16("a100"), "h100-sxm": calibrated.peak16("h100-sxm")}
     # (org, accelerator, u): the hours are 6 N D / (P u 3600) with N = 1e9, D = 1e11
     rows = [("A", "a100", 0.2), ("A", "a100", 0.4), ("B", "a100", 0.3), ("B", "h100-sxm", 0.1),
             ("B", "h100-sxm", 0.3), ("C", "h100-sxm", 0.2)]
@@ -129,9 +129,9 @@ def test_error_floor_by_hand():
 
 
 def test_a_given_org_or_moe_that_the_fit_cannot_use_is_said_not_to_move_the_prior():
-    fit = derived.load_fit()
-    u, text = derived.calibrated_prior(fit, 37e9, "h800", True, "DeepSeek", [0.05, 0.5, 0.95])
-    u0, _ = derived.calibrated_prior(fit, 37e9, "h800", False, None, [0.05, 0.5, 0.95])
+    fit = calibrated.load_fit()
+    u, text = calibrated.calibrated_prior(fit, 37e9, "h800", True, "DeepSeek", [0.05, 0.5, 0.95])
+    u0, _ = calibrated.calibrated_prior(fit, 37e9, "h800", False, None, [0.05, 0.5, 0.95])
     if "a_org" not in fit["draws"] and "moe" not in fit["covariates"]:
         np.testing.assert_array_equal(u, u0)
         assert "DeepSeek does not move the prior" in text and "MoE does not move the prior" in text

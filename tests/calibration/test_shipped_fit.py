@@ -16,7 +16,7 @@ import numpy as np
 
 from mcflops import calibration as cal
 from mcflops import engine
-from mcflops.priors import calibrated as derived
+from mcflops.priors import calibrated
 
 Z = 4.5
 KEPT_OVER_DRAWN = 600 / 1200  # export keeps 600 of the 4 x 300 draws (thinned)
@@ -35,7 +35,7 @@ def _columns(draws: dict) -> dict[str, np.ndarray]:
 
 
 def _refit():
-    shipped = derived.load_fit()
+    shipped = calibrated.load_fit()
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in shipped["config"].items()}
     cfg = cal.Config(**fields)
     assert cfg == cal.Config(chains=4, warmup=300, draws=300)  # the CLI's defaults, the model it chose
@@ -66,8 +66,8 @@ def test_refit_with_the_shipped_seed_reproduces_the_shipped_posterior_and_prior(
     z = np.array([-1.6449, 0.0, 1.6449])
     got = {}
     for which, fit in (("shipped", shipped), ("again", again)):
-        u, _ = derived.calibrated_prior(fit, 405e9, "h100-sxm", False, None, probs)
-        mean, sd, _, sigma = derived.predictive(fit, 405e9, "h100-sxm", False)
+        u, _ = calibrated.calibrated_prior(fit, 405e9, "h100-sxm", False, None, probs)
+        mean, sd, _, sigma = calibrated.predictive(fit, 405e9, "h100-sxm", False)
         spread = np.sqrt(sd**2 + sigma**2)
         mcse = np.sqrt(mean.var() + (z * spread.std()) ** 2) / np.sqrt(ess[which])
         got[which] = (np.log(u), mcse)
@@ -76,7 +76,7 @@ def test_refit_with_the_shipped_seed_reproduces_the_shipped_posterior_and_prior(
 
 
 def test_the_shipped_fit_carries_its_validation():
-    shipped = derived.load_fit()
+    shipped = calibrated.load_fit()
     splits = {r["split"] for r in shipped["validation"]}
     assert {"loo", "org", "generation"} <= splits
     assert {r["model"] for r in shipped["validation"]} == {"model", "constant", "rule", "generation"}

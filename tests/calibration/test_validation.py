@@ -12,7 +12,7 @@ from mcflops import calibration as cal
 from mcflops.calibration import baselines as base
 from mcflops.calibration.scores import Scored, aggregate, score
 from mcflops.calibration.validate import hours_predictive
-from mcflops.priors import calibrated as derived
+from mcflops.priors import calibrated
 
 TOY = [  # id, org, accelerator, generation, published, implied u
     ("a", "Meta", "a100", None, "2021-06", 0.40), ("b", "Meta", "a100", None, "2022-03", 0.45),
@@ -25,7 +25,7 @@ def _toy(published=True, gen=True):
     recs = []
     for rid, org, acc, g, pub, u in TOY:
         n, d = 1e10, 1e12
-        hours = 6 * n * d / (derived.peak16(acc) * 3600 * u)
+        hours = 6 * n * d / (calibrated.peak16(acc) * 3600 * u)
         r = {"id": rid, "org": org, "moe": False, "params_active": n, "tokens": d, "accelerator": acc,
              "hours": hours, "hours_kind": "reported"}
         if published:
@@ -102,7 +102,7 @@ def test_constant_baseline_is_the_classical_prediction_interval():
     pred = base.fit_baselines(runs, w)["constant"](6)
     for p in (0.05, 0.5, 0.95):
         uq = 1 / (1 + math.exp(-(m + s * math.sqrt(1 + 1 / n) * stats.t.ppf(1 - p, n - 1))))
-        want = 6e22 / (derived.peak16("h800") * 3600 * uq)
+        want = 6e22 / (calibrated.peak16("h800") * 3600 * uq)
         assert _hours_quantile(runs, 6, pred, p) == pytest.approx(want, rel=2e-3)
 
 
@@ -119,11 +119,11 @@ def test_generation_baseline_pools_the_within_generation_sd():
     sp = math.sqrt(ss / (5 - 4))
     uq = 1 / (1 + math.exp(-(z["d"] + sp * math.sqrt(2) * stats.t.ppf(0.5, 1))))  # tpu-v4: d alone
     assert _hours_quantile(runs, 4, fitted["generation"](4), 0.5) == pytest.approx(
-        6e22 / (derived.peak16("tpu-v4") * 3600 * uq), rel=2e-3)
+        6e22 / (calibrated.peak16("tpu-v4") * 3600 * uq), rel=2e-3)
     for p in (0.05, 0.95):
         uq = 1 / (1 + math.exp(-(z["d"] + sp * math.sqrt(2) * stats.t.ppf(1 - p, 1))))
         assert _hours_quantile(runs, 4, fitted["generation"](4), p) == pytest.approx(
-            6e22 / (derived.peak16("tpu-v4") * 3600 * uq), rel=5e-3)
+            6e22 / (calibrated.peak16("tpu-v4") * 3600 * uq), rel=5e-3)
     unseen, const = fitted["generation"](6), fitted["constant"](6)
     assert _hours_quantile(runs, 6, unseen, 0.2) == _hours_quantile(runs, 6, const, 0.2)
 
@@ -131,7 +131,7 @@ def test_generation_baseline_pools_the_within_generation_sd():
 def test_rule_is_uniform_mfu_between_30_and_40_percent():
     runs = _toy()
     pred = base.fit_baselines(runs, np.ones(runs.n))["rule"](0)
-    c = 6e22 / (derived.peak16("a100") * 3600)
+    c = 6e22 / (calibrated.peak16("a100") * 3600)
     for p in (0.05, 0.5, 0.95):
         assert _hours_quantile(runs, 0, pred, p) == pytest.approx(c / (0.3 + 0.1 * (1 - p)), rel=1e-3)
     ph = hours_predictive(runs.log_hours_u1[0], pred)
@@ -160,13 +160,13 @@ def test_log_u_cdf_and_density_against_scipy():
     m, s = np.array([-0.4]), np.array([0.5])
     zero = np.zeros(1)
     for df in (None, 4.0):
-        cdf, pdf = derived.log_u_cdf_pdf(m, s, zero, zero, t, df=df)
+        cdf, pdf = calibrated.log_u_cdf_pdf(m, s, zero, zero, t, df=df)
         z = (t - np.log(-np.expm1(t)) - m[0]) / s[0]
         dist = stats.norm if df is None else stats.t(df)
         np.testing.assert_allclose(cdf, dist.cdf(z), atol=1e-10)
         np.testing.assert_allclose(pdf, dist.pdf(z) / (s[0] * -np.expm1(t)), rtol=1e-8)
     tt = np.linspace(-3, -0.05, 3001)
-    cdf, pdf = derived.log_u_cdf_pdf(np.array([-0.4, 0.2]), np.array([0.3, 0.2]), zero.repeat(2),
+    cdf, pdf = calibrated.log_u_cdf_pdf(np.array([-0.4, 0.2]), np.array([0.3, 0.2]), zero.repeat(2),
                                      np.array([0.2, 0.1]), tt)
     np.testing.assert_allclose(np.gradient(cdf, tt)[5:-5], pdf[5:-5], atol=2e-3)
 
@@ -212,9 +212,9 @@ def test_the_validations_quadrature_matches_48_nodes(ratio):
     assert set(n) == {{0.25: 8, 0.95: 16, 1.9: 16, 4.0: 48}[ratio]}
     n = int(n[0])
     for y in (15.7, 16.2, 16.8):  # log hours around the predictive's median, 15 - log sigmoid(-0.8)
-        ref = score("x", "f", "derived", y, hours_predictive(15.0, lambda t: derived.log_u_cdf_pdf(
+        ref = score("x", "f", "derived", y, hours_predictive(15.0, lambda t: calibrated.log_u_cdf_pdf(
             m, s, a, g, t, df=4.0, nodes=48)))
-        got = score("x", "f", "derived", y, hours_predictive(15.0, lambda t: derived.log_u_cdf_pdf(
+        got = score("x", "f", "derived", y, hours_predictive(15.0, lambda t: calibrated.log_u_cdf_pdf(
             m, s, a, g, t, df=4.0, nodes=n)))
         assert abs(got.crps - ref.crps) < 1e-3 and abs(got.pit - ref.pit) < 1e-3
         assert abs(math.log(got.p95 / ref.p95)) < 1e-3 and abs(math.log(got.p5 / ref.p5)) < 1e-3

@@ -38,11 +38,12 @@ def _as_process(monkeypatch, module, name: str, index: int, count: int = 2) -> N
 
 
 def _calibrate_canned(monkeypatch, tmp_path):
+    from mcflops.calibration.results import Calibration
     from mcflops.cli import calibrate as calibrate_command
 
     data = {"seed": 0, "runs": 0, "fit_id": "x", "config": {}, "fit_seconds": 1.0, "divergences": 0,
             "max_r_hat": 1.0, "min_ess": 500.0, "posterior": {}, "population": []}
-    monkeypatch.setattr(calibrate_command, "compute", lambda args: (data, {"schema": "calibration_fit_v1"}))
+    monkeypatch.setattr(calibrate_command, "compute", lambda args: Calibration(data, {"schema": "calibration_fit_v1"}))
     monkeypatch.setattr(calibrate_command, "fit_path", lambda: tmp_path / "fit.json")
     return calibrate_command
 
