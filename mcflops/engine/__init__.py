@@ -9,7 +9,8 @@ explicit call before the first JAX computation; ``mcflops.run`` and the command 
 
 - ``driver``: ``run`` (schedules blocks on the devices, sizes the PSIS tail's pool), ``sum_blocks``;
 - ``kernel``: the compiled program that reduces a block to sums; keyed draws (``draw_z``), likelihood;
-- ``merge``: adding blocks' outputs in block order; ``exact``: what needs no sampling;
+- ``tree``: a call's blocks added on the device in fixed groups; ``merge``: adding the groups on the host
+  in group order, the PSIS tail and reservoir; ``exact``: what needs no sampling;
 - ``summary``: ``Sums`` and reading them (``ess``, ``hist_cdf``, quantiles, moments);
 - ``programs``: ``program`` (jax.jit whose executables a second process loads from disk), ``use_cache``;
 - ``streams``: every PRNG stream id; ``devices``: ``setup``, ``mesh``; ``rng``: the fused generator.

@@ -17,7 +17,8 @@ QUANTILES = {"p5": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95}
 
 @dataclass
 class Sums:
-    """Float64 sums over all blocks, added in block order (what ``engine.run`` returns)."""
+    """Float64 sums over all blocks, added in a fixed order (groups of blocks on the device, the groups on
+    the host: what ``engine.run`` returns)."""
 
     n: int
     names: tuple[str, ...]
