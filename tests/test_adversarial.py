@@ -28,7 +28,7 @@ import pytest
 
 from mcflops import cli, output
 from mcflops.cli import signals
-from mcflops.output import files, folder, lock
+from mcflops.output import files
 
 HERE = Path(__file__).resolve().parent
 OK = HERE / "bad" / "ok" / "small.yaml"
@@ -56,7 +56,8 @@ def call(argv, capsys) -> tuple[int, str]:
 FAILURES = {  # a bad `goodput: {failures: ...}` block -> a fragment of its one line
     "rate-negative": ("{rate_per_gpu_hour: -1, checkpoint_interval_h: 1, restart_h: 0.2}",
                       "priors.goodput: expected rate_per_gpu_hour > 0, got -1"),
-    "rate-interval-reversed": ("{rate_per_gpu_hour: {lognormal: [1e-5, -1e-4]}, checkpoint_interval_h: 1, restart_h: 0.2}",
+    "rate-interval-reversed": ("{rate_per_gpu_hour: {lognormal: [1e-5, -1e-4]}, checkpoint_interval_h: 1, "
+                               "restart_h: 0.2}",
                                "priors.goodput.failures.rate_per_gpu_hour: a 90% interval needs p5 < p95"),
     "rate-text": ("{rate_per_gpu_hour: {lognormal: [x, 1e-4]}, checkpoint_interval_h: 1, restart_h: 0.2}",
                   "expected a number for p5, got the text 'x'"),
@@ -66,7 +67,8 @@ FAILURES = {  # a bad `goodput: {failures: ...}` block -> a fragment of its one 
                          "expected checkpoint_interval_h: a number > 0 (hours)"),
     "two-uncertain": ("{rate_per_gpu_hour: {lognormal: [1e-5, 1e-4]}, checkpoint_interval_h: 1, "
                       "restart_h: {uniform: [0.1, 2]}}", "at most one uncertain input"),
-    "unknown-key": ("{rate_per_gpu_hour: {lognormal: [1e-5, 1e-4], weird: 1}, checkpoint_interval_h: 1, restart_h: 0.2}",
+    "unknown-key": ("{rate_per_gpu_hour: {lognormal: [1e-5, 1e-4], weird: 1}, checkpoint_interval_h: 1, "
+                    "restart_h: 0.2}",
                     "unknown family or key 'weird'"),
     "source-number": ("{rate_per_gpu_hour: {lognormal: [1e-5, 1e-4], source: 3}, checkpoint_interval_h: 1, "
                       "restart_h: 0.2}", "expected source: to be text"),
@@ -402,8 +404,8 @@ def test_overflowed_shapley_sums_give_their_effects_without_a_warning():
     stderr. The effects are the closed form c(i) / Var(Y); pytest turns any warning into an error here."""
     from mcflops.analysis.shapley import shapley_effects
 
-    n, q = 10.0, np.array([1.0, 2.0, 4.0])  # c(a), c(b), Var(Y): their means are finite ...
-    sums = {"n": n, "names": ("a", "b"), "s": (n * q)[None, :], "ss": np.full((1, 3, 3), np.inf)}  # ... their squares not
+    n, q = 10.0, np.array([1.0, 2.0, 4.0])  # c(a), c(b), Var(Y): their means are finite, their squares' sums not
+    sums = {"n": n, "names": ("a", "b"), "s": (n * q)[None, :], "ss": np.full((1, 3, 3), np.inf)}
     out = shapley_effects(sums)
     np.testing.assert_allclose(out["effect"], [0.25, 0.5], rtol=1e-15)
     assert np.all(np.isnan(out["se"]) | (out["se"] >= 0))

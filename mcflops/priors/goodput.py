@@ -178,7 +178,7 @@ def _optimum_words(values: Mapping[str, float]) -> str:
 def _check_possible(values: Mapping[str, float], g: float) -> None:
     if not g >= IMPOSSIBLE:
         m = float(mtbf_hours(values["rate_per_gpu_hour"], values["count"]))
-        # goodput underflows to 0 long before 1/g overflows: say "never" rather than quote 1e+300x
+        # a goodput that underflowed to 0 has no finite slowdown: say "forever" rather than quote 1e+300x
         slower = f"{1 / g:.3g}x its failure-free time" if g > 0 else "forever (goodput underflows to 0)"
         raise ValueError(f"goodput {g:.3g} on {values['count']:,.0f} accelerators (the job fails every {m:.3g} h, "
                          f"checkpoints every {values['checkpoint_interval_h']:g} h): training would take "
