@@ -189,8 +189,12 @@ def shapley_effects(sums: Mapping[str, Any], row: int = 0) -> dict[str, Any]:
     G = np.zeros((d, d + 1))
     G[np.arange(d), np.arange(d)] = 1.0 / V
     G[:, d] = -qbar[:d] / V**2
-    cov = G @ sigma @ G.T / n  # delta method: Var(g(qbar)) = G Sigma G^T / n
-    return {"effect": est, "se": np.sqrt(np.clip(np.diag(cov), 0.0, None)), "cov": cov, "variance": float(V)}
+    # an output spread over tens of orders of magnitude overflows entries of the second moments (inf in sigma,
+    # met by a zero of G): a standard error that this leaves NaN is null in summary.json, not NumPy's warning
+    with np.errstate(invalid="ignore", over="ignore"):
+        cov = G @ sigma @ G.T / n  # delta method: Var(g(qbar)) = G Sigma G^T / n
+        se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    return {"effect": est, "se": se, "cov": cov, "variance": float(V)}
 
 
 def _model_f(model: Model, z: Mapping[str, jax.Array], output: str) -> jax.Array:

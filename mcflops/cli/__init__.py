@@ -6,7 +6,11 @@ below, prints, and writes through mcflops.output. Shared: args.py (the parser), 
 the printing process, the output folder's lock), signals.py (SIGINT and SIGTERM), progress.py, tables.py.
 """
 
-from mcflops.cli.args import EXIT_BAD_INPUT, EXIT_INTERRUPTED
-from mcflops.cli.main import entry, main
+from mcflops.cli import signals
+
+signals.early()  # the program's Ctrl-C while the modules below load (imports only signal) is noted, not a traceback
+
+from mcflops.cli.args import EXIT_BAD_INPUT, EXIT_INTERRUPTED  # noqa: E402
+from mcflops.cli.main import entry, main  # noqa: E402
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "entry", "main"]

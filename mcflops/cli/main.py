@@ -9,6 +9,7 @@ import importlib
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
 
 from mcflops import output
@@ -29,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     session = Session()  # this call's claimed folders, let go of when it ends however it ends
     with signals.interrupts():  # armed until main returns: a signal at any point stops it with one line
         try:
+            signals.check_interrupt()  # one noted while the program loaded (signals.early): stop before starting
             rc = _main(argv, session)
             signals.check_interrupt()  # arrived after the last stage: still not a clean exit
             return rc
@@ -58,6 +60,11 @@ def entry() -> None:
     inside (argparse's --help, a bad option) or an uncaught error ends the ordinary way."""
     code: list[int | None] = [None]
     atexit.register(leave, code)
+    if not sys.warnoptions:  # no -W / PYTHONWARNINGS: the user asked for none
+        # NumPy's floating-point warnings (an overflow where a prior spans 27 orders of magnitude) are about
+        # numbers the tables already show as n/a: on a user's terminal they are noise, not a message. Tests
+        # call main(), so their warnings-as-errors still catch such a warning where it is raised.
+        warnings.simplefilter("ignore", RuntimeWarning)
     code[0] = main()
     sys.exit(code[0])
 

@@ -159,7 +159,7 @@ def command(args, after: Callable[[Any], bool] | None = None) -> int:
     path = Path(args.file)
     if not path.is_file():
         raise SpecError("no such file", path=str(path))
-    if args.poll <= 0 or args.poll > 60:
+    if not 0 < args.poll <= 60:  # written so that a NaN (float("nan") parses) is refused too
         raise SpecError(f"expected a number of seconds in (0, 60], got {args.poll:g}", field="--poll")
     setup_jax()
 

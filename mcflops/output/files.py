@@ -35,6 +35,13 @@ def owner(path: Path, name: str) -> int | None:
     return int(m["pid"]) if m and m["name"] == name else None
 
 
+def stale(path: Path) -> bool:
+    """Whether ``path`` is a temporary file or folder (any ``.NAME.tmp-PID-RANDOM``) of a process that no
+    longer exists: what a writer killed mid-write (SIGKILL, a power cut) leaves, and nothing else."""
+    m = TEMP.fullmatch(path.name)
+    return m is not None and int(m["pid"]) != os.getpid() and not alive(int(m["pid"]))
+
+
 def alive(pid: int) -> bool:
     """Whether a process ``pid`` exists (one of another user counts as alive: it may be writing)."""
     try:
@@ -59,7 +66,8 @@ def replace_file(path: Path, write: Writer) -> None:
 
     The temporary file is created exclusively under a random name (never a name someone could have
     planted a symbolic link at), with the permissions the umask gives a new file."""
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)  # O_CREAT | O_EXCL
+    # O_CREAT | O_EXCL; the PID in the name lets the folder's next writer remove it if this process is killed
+    fd, name = tempfile.mkstemp(prefix=temp_prefix(path.name, "tmp"), dir=path.parent)
     tmp = Path(name)
     try:
         try:
@@ -75,7 +83,7 @@ def replace_file(path: Path, write: Writer) -> None:
 def replace_text(path: Path, text: str) -> None:
     """``text`` (UTF-8) into ``path`` via an exclusively created temporary file written through its own
     descriptor (the path is not opened again), then renamed into place."""
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=temp_prefix(path.name, "tmp"), dir=path.parent)
     tmp = Path(name)
     try:
         os.fchmod(fd, new_file_mode())

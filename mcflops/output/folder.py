@@ -66,6 +66,8 @@ def not_a_report(folder: Path) -> str | None:
     if not REPORT_KEYS <= data.keys():
         return f"its {REPORT_MARKER} lacks mcflops' keys {', '.join(sorted(REPORT_KEYS))}"
     for p in sorted(folder.iterdir()):
+        if files.stale(p) and p.is_file() and not p.is_symlink():
+            continue  # a killed writer's staging file: the next writer removes it (lock.clean_stale)
         if p.is_symlink() or not p.is_file() or not (p.name in REPORT_FILES or p.suffix == ".png"):
             return f"it holds {p.name!r}, which a report does not"
     return None
@@ -130,7 +132,7 @@ def write_run(out: Path, res, data: dict[str, Any] | None = None, *, check: Chec
             files.swap(tmp, out)
         except OSError as e:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise SpecError(f"cannot write {e.filename or 'the report'}: {e.strerror}", path=where,
+            raise SpecError(f"cannot write {_target(e.filename, tmp, where)}: {e.strerror}", path=where,
                             field=field) from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -138,6 +140,18 @@ def write_run(out: Path, res, data: dict[str, Any] | None = None, *, check: Chec
     finally:
         lock.release(out)
     return data
+
+
+def _target(filename, tmp: Path, where: str) -> str:
+    """The file a failed write was for, as the user named the folder: a path inside the staging folder
+    ``tmp`` is that file in ``where`` (its name in the staging folder means nothing to the user)."""
+    if not filename:
+        return "the report"
+    try:
+        inside = Path(os.fsdecode(filename)).relative_to(tmp)
+    except ValueError:
+        return os.fsdecode(filename)
+    return str(Path(where) / inside) if inside.parts else where
 
 
 def _fill(tmp: Path, res, data: dict[str, Any], out: Path, writers: list[Writer], check: Callable[[], None]) -> None:
@@ -177,6 +191,7 @@ def write_outputs(out: Path, name: str, data: Mapping[str, Any], figures: Mappin
     writes: one writer at a time). Each file replaced is recorded (files.WRITTEN), so an interrupted command
     says what it wrote. An error names the file it could not write, not its staging copy."""
     label = where or str(out)
+    made = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
         lock.acquire(out, label)
@@ -191,6 +206,13 @@ def write_outputs(out: Path, name: str, data: Mapping[str, Any], figures: Mappin
                 break
         for page, text in (pages(out) if pages is not None else {}).items():
             _put(out / page, lambda: files.replace_text(out / page, text))
+    except BaseException:
+        if made:  # a folder this call created and could not write its first file into is not left behind
+            try:
+                out.rmdir()
+            except OSError:
+                pass  # it holds what was written (listed in files.WRITTEN)
+        raise
     finally:
         lock.release(out)
 

@@ -118,3 +118,22 @@ def clean_stale(out: Path) -> None:
             shutil.rmtree(p)
         except OSError:
             pass  # not ours to remove (another user's, a read-only folder): left as it is
+    clean_stale_files(out)
+
+
+def clean_stale_files(folder: Path) -> None:
+    """Remove the temporary files that writers killed mid-write left inside ``folder`` (the --out folder of
+    sensitivity, plan, compare and calibrate, whose files are replaced one by one; a run folder whose report
+    was being re-rendered), under its lock."""
+    if folder.is_symlink() or not folder.is_dir():
+        return
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return
+    for p in entries:
+        if files.stale(p) and not p.is_symlink() and p.is_file():
+            try:
+                p.unlink()
+            except OSError:
+                pass  # not ours to remove: left as it is

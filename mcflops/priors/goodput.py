@@ -178,10 +178,11 @@ def _optimum_words(values: Mapping[str, float]) -> str:
 def _check_possible(values: Mapping[str, float], g: float) -> None:
     if not g >= IMPOSSIBLE:
         m = float(mtbf_hours(values["rate_per_gpu_hour"], values["count"]))
+        # a goodput that underflowed to 0 has no finite slowdown: say "forever" rather than quote 1e+300x
+        slower = f"{1 / g:.3g}x its failure-free time" if g > 0 else "forever (goodput underflows to 0)"
         raise ValueError(f"goodput {g:.3g} on {values['count']:,.0f} accelerators (the job fails every {m:.3g} h, "
                          f"checkpoints every {values['checkpoint_interval_h']:g} h): training would take "
-                         f"{1 / max(g, 1e-300):.3g}x its failure-free time; {_optimum_words(values)}; check the "
-                         "units (rate per accelerator-hour, hours)")
+                         f"{slower}; {_optimum_words(values)}; check the units (rate per accelerator-hour, hours)")
 
 
 def regime_notes(values: Mapping[str, float], g: float) -> list[str]:

@@ -108,8 +108,9 @@ def count_dependent(where: Fields, data: Mapping, hardware) -> dict[str, Failure
 def failures_dist(node: Any, here: Fields, hardware_count: int | None) -> Dist:
     """``goodput: {failures: {...}, source: ...}`` as a goodput prior at the file's count
     (:func:`parse_failures`); a goodput that leaves (0, 1], or is effectively zero, is refused here."""
+    failures = parse_failures(node, here, hardware_count)  # its SpecError already names the file, line and field
     try:
-        return parse_failures(node, here, hardware_count).at(strict=True)
+        return failures.at(strict=True)
     except ValueError as e:  # the formula left (0, 1] over this prior, or the job cannot finish
         raise here.error(f"failures: {e}", node, "failures") from None
 
