@@ -242,14 +242,14 @@ if point == "writing":
         time.sleep(600)
     folder.run_files = lambda res: ([stall], [])
     output.write_run(Path(sys.argv[4]), res)
-from mcflops.cli import progress, run
+from mcflops.cli import progress, session
 if point == "claimed":
-    claim = run.claim_out
-    def claimed(out):
-        claim(out)
+    claim = session.Session.claim_out
+    def claimed(self, out):
+        claim(self, out)
         marker.touch()
         time.sleep(600)
-    run.claim_out = claimed
+    session.Session.claim_out = claimed
 elif point == "sampling":
     check = progress.check_interrupt
     def reached():

@@ -11,9 +11,8 @@ import pytest
 from ruamel.yaml import YAML
 
 import mcflops
-from mcflops import chain as napkin
+from mcflops import chain
 from mcflops import model as model_mod
-from mcflops.chain import chain, flops_per_token
 from mcflops.errors import SpecError
 
 RUNS = YAML(typ="safe", pure=True).load(files("mcflops").joinpath("data/published_runs.yaml").read_text())["runs"]
@@ -27,7 +26,7 @@ LLAMA = {
 
 def test_llama405b_chain():
     """6ND = 3.8e25 (paper Sec. 3.2.1); 30.84M H100-hours imply MFU 0.346 at goodput 1."""
-    ch = chain(mcflops.load_spec(LLAMA))
+    ch = chain.chain(mcflops.load_spec(LLAMA))
     assert ch["flops"] == pytest.approx(6 * 405.9e9 * 15.6e12, rel=1e-12)
     assert ch["flops"] == pytest.approx(3.8e25, rel=0.01)
     assert ch["gpu_hours"] == pytest.approx(3.799e25 / (989.4e12 * 0.40 * 3600), rel=1e-3)
@@ -36,7 +35,7 @@ def test_llama405b_chain():
 
 def test_implied_mfu_at_median_goodput():
     spec = mcflops.load_spec({**LLAMA, "priors": {**LLAMA["priors"], "goodput": {"uniform": [0.8, 1.0]}}})
-    ch = chain(spec)
+    ch = chain.chain(spec)
     assert ch["goodput"] == pytest.approx(0.9)
     assert ch["implied_mfu_at_median_goodput"] == pytest.approx(ch["implied_mfu"] / 0.9, rel=1e-12)
 
@@ -50,27 +49,27 @@ def test_published_runs_implied_mfu(run):
         "priors": {"params": run["params_active"], "tokens": run["tokens"], "mfu": 0.5},
         "observe": {"gpu_hours": {"value": run["hours"]}},
     })
-    assert chain(spec)["implied_mfu"] == pytest.approx(run["implied_mfu"], abs=1e-3)
+    assert chain.chain(spec)["implied_mfu"] == pytest.approx(run["implied_mfu"], abs=1e-3)
 
 
 def test_palm_and_megatron_conventions_by_hand():
     """PaLM App. B: 6N + 12*L*H*Q*T; Megatron Eq. 3 (no recompute): 72*l*h^2*(1 + s/6h + V/12lh)."""
     arch = {"layers": 126, "d_model": 16384, "heads": 128, "seq_len": 8192, "vocab": 128256}
     palm = mcflops.load_spec({**LLAMA, "flops": "palm", "architecture": arch})
-    per = flops_per_token(palm, 405.9e9)
+    per = chain.flops_per_token(palm, 405.9e9)
     assert per == 6 * 405.9e9 + 12 * 126 * 128 * 128 * 8192
     # the convention alone moves the implied MFU from 0.346 to about 0.37 (DESIGN.md)
-    assert chain(palm)["implied_mfu"] == pytest.approx(0.3458 * per / (6 * 405.9e9), rel=1e-3)
-    assert 0.37 <= chain(palm)["implied_mfu"] <= 0.38
+    assert chain.chain(palm)["implied_mfu"] == pytest.approx(0.3458 * per / (6 * 405.9e9), rel=1e-3)
+    assert 0.37 <= chain.chain(palm)["implied_mfu"] <= 0.38
     meg = mcflops.load_spec({**LLAMA, "flops": "megatron", "architecture": arch})
     h, l, s, v = 16384, 126, 8192, 128256
-    assert flops_per_token(meg, None) == pytest.approx(72 * l * h * h * (1 + s / (6 * h) + v / (12 * l * h)), rel=1e-12)
-    assert 0.36 <= chain(meg)["implied_mfu"] <= 0.38
+    assert chain.flops_per_token(meg, None) == pytest.approx(72 * l * h * h * (1 + s / (6 * h) + v / (12 * l * h)), rel=1e-12)
+    assert 0.36 <= chain.chain(meg)["implied_mfu"] <= 0.38
 
 
 def test_outputs_need_their_inputs():
     spec = mcflops.load_spec({**LLAMA, "priors": {**LLAMA["priors"], "price": 2.5}})
-    ch = chain(spec)
+    ch = chain.chain(spec)
     assert ch["wall_days"] == pytest.approx(ch["gpu_hours"] / 16384 / 24)
     assert ch["cost"] == pytest.approx(ch["gpu_hours"] * 2.5)
     assert ch["energy_mwh"] == pytest.approx(ch["gpu_hours"] * 700 / 1e6)  # H100 SXM TDP 700 W, PUE 1
@@ -117,7 +116,7 @@ def _model_at(spec, z):
 
 def _agree(spec, z):
     x = _model_at(spec, z)
-    ch = chain(spec, {n: x[n] for n in spec.priors})
+    ch = chain.chain(spec, {n: x[n] for n in spec.priors})
     assert set(spec.outputs) <= set(ch)
     for out in spec.outputs:
         assert x[out] == pytest.approx(ch[out], rel=REL), (out, z)
@@ -125,20 +124,20 @@ def _agree(spec, z):
 
 @pytest.mark.parametrize("run", RUNS, ids=[r["id"] for r in RUNS])
 def test_model_is_the_float_chain_on_published_runs(run):
-    """Point priors for params, tokens, MFU and price on the run's accelerator: the model at z = 0 is chain()."""
+    """Point priors for params, tokens, MFU and price on the run's accelerator: the model at z = 0 is chain.chain()."""
     precision = "fp16" if run["accelerator"] == "v100" else "bf16"
     spec = mcflops.load_spec({
         "name": "t", "hardware": {"accelerator": run["accelerator"], "precision": precision, "count": 2048},
         "priors": {"params": run["params_active"], "tokens": run["tokens"], "mfu": 0.4, "price": 2.0},
     })
     assert {"flops", "gpu_hours", "wall_days", "cost"} <= set(spec.outputs)
-    x, ch = _model_at(spec, {}), chain(spec)
+    x, ch = _model_at(spec, {}), chain.chain(spec)
     for out in spec.outputs:
         assert x[out] == pytest.approx(ch[out], rel=REL), out
     assert ch["flops"] == 6.0 * run["params_active"] * run["tokens"]
 
 
-@pytest.mark.parametrize("flops", napkin.CONVENTIONS)
+@pytest.mark.parametrize("flops", chain.CONVENTIONS)
 @pytest.mark.parametrize("arch", ARCHS)
 def test_model_is_the_float_chain_off_centre(flops, arch):
     """Every convention on synthetic architectures, every input uncertain, at the centre and away from it
@@ -150,7 +149,7 @@ def test_model_is_the_float_chain_off_centre(flops, arch):
         _agree(spec, z)
 
 
-@pytest.mark.parametrize("flops", napkin.CONVENTIONS)
+@pytest.mark.parametrize("flops", chain.CONVENTIONS)
 def test_dependency_table_is_the_model(flops):
     """An output depends on input x iff moving x's deviation moves it."""
     spec = _spec(flops, "405b-like")
@@ -159,23 +158,23 @@ def test_dependency_table_is_the_model(flops):
     base = model_mod.outputs(m, d0)
     assert ("params" in m.inputs) == (flops not in ("megatron", "architecture"))  # the shape alone sets FLOPs
     for out in spec.outputs:
-        deps = napkin.depends(out, flops)
+        deps = chain.depends(out, flops)
         assert set(deps) <= set(m.inputs), (out, deps)
         for x in m.inputs:
             moved = float(model_mod.outputs(m, {**d0, x: d0[x] + 0.25})[out]) != float(base[out])
             assert moved == (x in deps), (out, x)
     for x in m.inputs:
-        assert napkin.depends(x, flops) == (x,)
+        assert chain.depends(x, flops) == (x,)
 
 
 def test_dependency_order():
     """The order the conflict messages name the priors in."""
     gpu = ("params", "tokens", "peak_flops", "mfu", "goodput")
-    assert napkin.depends("flops", "6nd") == ("params", "tokens")
-    assert napkin.depends("gpu_hours", "palm") == napkin.depends("wall_days", "6nd") == gpu
-    assert napkin.depends("cost", "6nd") == gpu + ("price",)
-    assert napkin.depends("energy_mwh", "6nd") == gpu + ("power", "pue")
-    assert napkin.depends("gpu_hours", "megatron") == gpu[1:]
+    assert chain.depends("flops", "6nd") == ("params", "tokens")
+    assert chain.depends("gpu_hours", "palm") == chain.depends("wall_days", "6nd") == gpu
+    assert chain.depends("cost", "6nd") == gpu + ("price",)
+    assert chain.depends("energy_mwh", "6nd") == gpu + ("power", "pue")
+    assert chain.depends("gpu_hours", "megatron") == gpu[1:]
 
 
 def test_available_outputs_follow_their_inputs():
@@ -186,10 +185,10 @@ def test_available_outputs_follow_their_inputs():
             spec = _spec("6nd", None, priors, count)
             want = ("flops", "gpu_hours") + (("wall_days",) if count else ()) + \
                 (("cost",) if "price" in spec.priors else ()) + (("energy_mwh",) if "power" in spec.priors else ())
-            assert napkin.available(spec.priors, spec.hardware.count) == spec.outputs == want
+            assert chain.available(spec.priors, spec.hardware.count) == spec.outputs == want
 
 
-@pytest.mark.parametrize("flops", napkin.CONVENTIONS)
+@pytest.mark.parametrize("flops", chain.CONVENTIONS)
 def test_log_bounds_are_the_model_at_the_corners(flops):
     """The load-time extremes: every output is monotone in each input, so its extremes over a box of inputs
     are the model's at the box's corners."""
@@ -203,7 +202,7 @@ def test_log_bounds_are_the_model_at_the_corners(flops):
         d[n] = jnp.asarray(np.where(corners[i] == 1, box[n][1], box[n][0]), jnp.float32)
     out = model_mod.outputs(m, d)
     ranges = {n: tuple(m.centers[n] + x for x in box.get(n, (0.0, 0.0))) for n in m.inputs}
-    bounds = napkin.log_bounds(flops, spec.architecture, ranges, spec.hardware.count)
+    bounds = chain.log_bounds(flops, spec.architecture, ranges, spec.hardware.count)
     assert tuple(bounds) == spec.outputs
     for name, (lo, hi) in bounds.items():
         v = m.centers[name] + np.asarray(out[name], np.float64)
@@ -222,6 +221,6 @@ def test_output_range_refused_at_load():
 def test_napkin_text():
     """The terminal's FLOPs line per convention."""
     fill = {"params": "405B", "flops_per_token": "2.6T"}
-    assert napkin.CONVENTIONS["6nd"].napkin.format(**fill) == "6·N·D = 6 x 405B"
-    assert napkin.CONVENTIONS["palm"].napkin.format(**fill) == "FLOPs/token x D = (6N + 12·L·H·Q·T) 2.6T"
-    assert napkin.CONVENTIONS["megatron"].napkin.format(**fill) == "FLOPs/token x D = 72·l·h²(1 + s/6h + V/12lh) 2.6T"
+    assert chain.CONVENTIONS["6nd"].napkin.format(**fill) == "6·N·D = 6 x 405B"
+    assert chain.CONVENTIONS["palm"].napkin.format(**fill) == "FLOPs/token x D = (6N + 12·L·H·Q·T) 2.6T"
+    assert chain.CONVENTIONS["megatron"].napkin.format(**fill) == "FLOPs/token x D = 72·l·h²(1 + s/6h + V/12lh) 2.6T"

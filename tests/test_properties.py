@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from mcflops import api
 from mcflops import engine
 from mcflops import hardware
-from mcflops import chain as napkin
+from mcflops import chain
 from mcflops import model as model_mod
 from mcflops.errors import SpecError
 from mcflops.spec import INPUTS, load_spec
@@ -179,8 +179,8 @@ def _resolve_observation(d: dict) -> dict:
     obs = d.get("observe", {}).get("gpu_hours")
     if obs is None or "factor" not in obs:
         return d
-    chain = napkin.chain(load_spec({k: v for k, v in d.items() if k != "observe"}))
-    d = {**d, "observe": {"gpu_hours": {"value": chain["gpu_hours"] * obs["factor"], "sigma": obs["sigma"]}}}
+    at_medians = chain.chain(load_spec({k: v for k, v in d.items() if k != "observe"}))
+    d = {**d, "observe": {"gpu_hours": {"value": at_medians["gpu_hours"] * obs["factor"], "sigma": obs["sigma"]}}}
     return d
 
 

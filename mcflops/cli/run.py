@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mcflops import chain as napkin
+from mcflops import chain
 from mcflops import output
 from mcflops.cli.progress import progress
 from mcflops.cli.tables import fmt, headline_lines, stats_table
@@ -95,7 +95,7 @@ def _show(con, res, data: dict[str, Any]) -> None:
 
     # a calibrated mfu prior is effective utilization (MFU x goodput; its goodput is 1): the chain says so
     mfu_label = "MFU x goodput (calibrated)" if calibrated_describe(spec.priors.get("mfu")) else "MFU"
-    per_token = napkin.CONVENTIONS[spec.flops].napkin.format(params=fmt(ch.get("params", 0)),
+    per_token = chain.CONVENTIONS[spec.flops].napkin.format(params=fmt(ch.get("params", 0)),
                                                               flops_per_token=fmt(ch["flops_per_token"]))
     lines = [f"  FLOPs = {per_token} x {fmt(ch['tokens'])} = {fmt(ch['flops'], 3)}",
              f"  GPU-hours = FLOPs / (peak {fmt(peak)} x {mfu_label} {_f(ch['mfu'], '.3f')} x goodput {_f(ch['goodput'], '.3f')}) / 3600"

@@ -7,14 +7,14 @@ from typing import Mapping
 
 import numpy as np
 
-from mcflops import chain as napkin
+from mcflops import chain
 from mcflops.engine import summary
 from mcflops.errors import SpecError
 
 
 def behind(spec, name: str) -> tuple[list[str], list[str]]:
     """(uncertain, fixed) inputs that an observed quantity depends on."""
-    deps = [d for d in napkin.depends(name, spec.flops) if d in spec.priors]
+    deps = [d for d in chain.depends(name, spec.flops) if d in spec.priors]
     return [d for d in deps if d in spec.uncertain], [d for d in deps if d not in spec.uncertain]
 
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcflops import chain as napkin
+from mcflops import chain
 from mcflops.model.copula import from_spec as copula_from_spec
 from mcflops.model.samplers import Sampler, make_sampler, to_device
 from mcflops.spec import Spec
@@ -44,8 +44,8 @@ def build_model(spec: Spec) -> Model:
     samplers = tuple(make_sampler(d) for d in spec.priors.values())
     inputs = tuple(spec.priors)
     c = {n: s.center for n, s in zip(inputs, samplers)}
-    alpha = napkin.params_share(spec.flops, spec.architecture, c.get("params"))
-    c.update(napkin.log_centres(spec.flops, spec.architecture, c, spec.hardware.count))
+    alpha = chain.params_share(spec.flops, spec.architecture, c.get("params"))
+    c.update(chain.log_centres(spec.flops, spec.architecture, c, spec.hardware.count))
     uncertain = tuple(n for n, s in zip(inputs, samplers) if s.kind != "const")
     return Model(inputs, samplers, spec.outputs, to_device(alpha, np.float32), c, spec.flops,
                  uncertain + spec.outputs, copula=copula_from_spec(spec))
@@ -53,7 +53,7 @@ def build_model(spec: Spec) -> Model:
 
 def outputs(model: Model, d: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
     """Centred log outputs from centred log inputs ``d`` (pure; broadcasts over any shape)."""
-    return napkin.deviations(d, model.flops_convention, model.attn_alpha, model.outputs, jnp)
+    return chain.deviations(d, model.flops_convention, model.attn_alpha, model.outputs, jnp)
 
 
 def evaluate(model: Model, z: Mapping[str, jax.Array]) -> dict[str, jax.Array]:

@@ -21,7 +21,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Mapping
 
-from mcflops import chain as napkin
+from mcflops import chain
 from mcflops import hardware as catalogue
 from mcflops.errors import kind
 from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
@@ -130,7 +130,7 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
         peak = acc.peak(hardware.precision)
     except catalogue.HardwareError as x:
         raise err(f"layout: {x}") from None
-    conv = napkin.CONVENTIONS[data.get("flops", "6nd")]
+    conv = chain.CONVENTIONS[data.get("flops", "6nd")]
     n_med = median(priors["params"]) if priors.get("params") is not None else None
     counting = conv.per_token(arch, n_med) / counts.training_flops_per_token
     prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id, unknown)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Mapping
 
-from mcflops import chain as napkin
+from mcflops import chain
 from mcflops.errors import SpecError, closest, kind
 from mcflops.spec.compare import compare_block
 from mcflops.priors.dist import tail_quantiles
@@ -141,7 +141,7 @@ def _check_output_range(ctx: Fields, spec: Spec, node: Mapping) -> None:
     Outputs are signed sums of input logs (chain.py), so their extremes are sums of the inputs' extremes.
     """
     r = {n: tuple(math.log(v) for v in tail_quantiles(d)) for n, d in spec.priors.items()}
-    for out, (lo, hi) in napkin.log_bounds(spec.flops, spec.architecture, r, spec.hardware.count).items():
+    for out, (lo, hi) in chain.log_bounds(spec.flops, spec.architecture, r, spec.hardware.count).items():
         if max(abs(lo), abs(hi)) > MAX_LOG_OUTPUT:
             extreme = max(r, key=lambda n: max(abs(r[n][0]), abs(r[n][1])))
             e10 = [x / math.log(10) for x in (lo, hi)]

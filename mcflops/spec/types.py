@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from mcflops import chain as napkin
+from mcflops import chain
 from mcflops.arch import SHAPE_KEYS, Counts, Shape, counts
 from mcflops.priors.dist import Dist
 from mcflops.spec.compare import CompareOptions
@@ -33,7 +33,7 @@ OUTPUTS: dict[str, tuple[str, str]] = {
     "cost": ("USD", "cost at the price prior"),
     "energy_mwh": ("MWh", "energy at the power (default TDP) and PUE priors"),
 }
-CONVENTIONS = ("6nd", "palm", "megatron", "architecture")
+CONVENTIONS = tuple(chain.CONVENTIONS)  # the FLOPs conventions a file may name: chain.py defines them
 MAX_SAMPLES = 10**10
 SOBOL_BASE = 1 << 16  # default base draws N; a Saltelli pass evaluates the model N (p + 2) times
 SWEEP_POINTS = 16
@@ -170,7 +170,7 @@ class Spec:
     def outputs(self) -> tuple[str, ...]:
         """The outputs this spec can compute (cost needs a price, days a count, energy a power): the napkin
         chain's outputs whose every term the file has."""
-        return napkin.available(self.priors, self.hardware.count)
+        return chain.available(self.priors, self.hardware.count)
 
     @property
     def uncertain(self) -> tuple[str, ...]:

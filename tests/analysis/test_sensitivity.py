@@ -14,7 +14,7 @@ import pytest
 from scipy import integrate, stats
 
 import mcflops
-from mcflops import chain as napkin
+from mcflops import chain
 from mcflops import model as model_mod
 from mcflops.analysis import sensitivity as sens
 from mcflops.priors.dist import Z95
@@ -162,13 +162,13 @@ def test_tornado_matches_the_chain_at_scipy_quantiles():
 
     tor = sens.tornado(model_mod.build_model(spec))
     med = {n: float(scipy_dist(d).ppf(0.5)) for n, d in spec.priors.items()}
-    assert tor["base"] == pytest.approx(napkin.chain(spec, med)["gpu_hours"], rel=1e-4)
+    assert tor["base"] == pytest.approx(chain.chain(spec, med)["gpu_hours"], rel=1e-4)
     swings = []
     for bar in tor["inputs"]:
         n = bar["input"]
         d = scipy_dist(spec.priors[n])
         for tag, p in (("p5", 0.05), ("p95", 0.95)):
-            ref = napkin.chain(spec, {**med, n: float(d.ppf(p))})["gpu_hours"]
+            ref = chain.chain(spec, {**med, n: float(d.ppf(p))})["gpu_hours"]
             assert bar[f"at_{tag}"] == pytest.approx(ref, rel=1e-4), (n, tag)
             assert bar[f"input_{tag}"] == pytest.approx(float(d.ppf(p)), rel=1e-4)
         swings.append(bar["swing"])
@@ -363,7 +363,7 @@ def test_conditional_tornado_closed_form():
     spec = mcflops.load_spec(CORR)
     tor = sens.tornado(model_mod.build_model(spec))
     assert tor["conditional"]
-    base = napkin.chain(spec)["gpu_hours"]
+    base = chain.chain(spec)["gpu_hours"]
     assert tor["base"] == pytest.approx(base, rel=1e-5)
     names = list(SIGMAS)
     R = _corr_matrix(names)
@@ -402,7 +402,7 @@ def test_conditional_sweep_closed_form(key):
     o = [i for i in range(3) if i != j]
     cond = R[np.ix_(o, o)] - np.outer(R[o, j], R[j, o])
     sd = math.sqrt(bs[o] @ cond @ bs[o])
-    base = math.log(napkin.chain(spec)["gpu_hours"])
+    base = math.log(chain.chain(spec)["gpu_hours"])
     for g, v in enumerate(vals):
         c = (math.log(v) - m.centers["tokens"]) / SIGMAS["tokens"]
         mu = base + c * float(bs @ R[:, j])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import mcflops
-from mcflops import chain as napkin
+from mcflops import chain
 from mcflops.errors import SpecError
 from tests.arch.test_counts import megatron_num_floating_point_operations
 
@@ -17,7 +17,7 @@ SPEC = {"name": "arch-conv", "samples": 5000, "hardware": {"accelerator": "h100-
 def test_per_token_is_megatrons_count_for_llama_8b():
     """Llama 3.1 8B (GQA, SwiGLU, untied logits) at 8K: Megatron-LM's causal formula per token (batch 1)."""
     spec = mcflops.load_spec(SPEC)
-    per_token = napkin.chain(spec)["flops_per_token"]
+    per_token = chain.chain(spec)["flops_per_token"]
     megatron = megatron_num_floating_point_operations(
         batch_size=1, seq_length=8192, num_layers=32, hidden_size=4096, ffn_hidden_size=14336,
         padded_vocab_size=128256, num_attention_heads=32, kv_channels=128, num_query_groups=8, swiglu=True,

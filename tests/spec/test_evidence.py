@@ -9,7 +9,7 @@ import importlib.resources
 import pytest
 from ruamel.yaml import YAML
 
-from mcflops.priors import calibrated as derived
+from mcflops.priors import calibrated
 from mcflops.spec import load_spec
 
 PRIORS = {"params": 70e9, "tokens": 15e12}
@@ -41,7 +41,7 @@ def test_a_guess_above_every_comparable_run_is_a_warning_naming_them():
     assert len(near) >= 2 and "above the 90% band" in line and "optimistic" in line
     for run_id, u in near.items():  # every comparable run, at the precision the line prints
         assert f"{run_id} {u:.3f}" in line
-    p5, p50, p95 = derived.calibrated_prior(derived.load_fit(), 70e9, "h100-sxm", False, None,
+    p5, p50, p95 = calibrated.calibrated_prior(calibrated.load_fit(), 70e9, "h100-sxm", False, None,
                                             [0.05, 0.5, 0.95])[0]
     assert f"90% [{p5:.3f}, {p95:.3f}]" in line and f"median {p50:.3f}" in line
 
@@ -75,8 +75,8 @@ def test_a_chip_with_no_published_run_is_a_warning_and_not_ranked_above_its_pred
     assert "no published run on b200" in line and "pilot" in line
     assert _warnings(h100) == []
     q = [0.05, 0.5, 0.95]
-    fit = derived.load_fit()
-    b = derived.calibrated_prior(fit, 70e9, "b200", False, None, q)[0]
-    h = derived.calibrated_prior(fit, 70e9, "h100-sxm", False, None, q)[0]
+    fit = calibrated.load_fit()
+    b = calibrated.calibrated_prior(fit, 70e9, "b200", False, None, q)[0]
+    h = calibrated.calibrated_prior(fit, 70e9, "h100-sxm", False, None, q)[0]
     assert b[1] == pytest.approx(h[1], rel=0.03)  # a wider logit spread moves the median a little, not a rank
     assert b[2] / b[0] > h[2] / h[0]
