@@ -21,6 +21,7 @@ whose inputs depend on the count (a layout's MFU, a failures model's goodput) ta
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable, Mapping, Sequence
 
 import jax
@@ -231,16 +232,41 @@ def _inputs(specs, rows, plans) -> list[dict[str, Any]]:
     for name in names:
         d0 = specs[0].priors.get(name)
         entry = {"name": name, "priors": [d0.describe() if d0 is not None else None], "draws": [None],
-                 "spearman": [None], "with": [None]}
+                 "spearman": [None], "with": [None], "summary": [_summary(specs[0], name, d0)]}
         for k, (r, plan) in enumerate(zip(rows, plans), start=1):
             row = next((x for x in r if x["name"] == name), None)
             src = next((s for n, _, s in plan if n == name), 0)
+            ratio = row is not None and specs[k].compare.ratio(name) is not None
+            entry["summary"].append(None if row is None or ratio else _summary(specs[k], name, specs[k].priors.get(name)))
             entry["priors"].append(None if row is None else row["b"])
             entry["draws"].append(None if row is None else row["draws"])
             entry["spearman"].append(None if row is None else row.get("spearman"))
             entry["with"].append(TAGS[src] if src else None)
         out.append(entry)
     return out
+
+
+LONG_MIXTURE = 4  # a mixture of more parts than this is a quantile table: a reader gets its quantiles
+
+
+def _summary(spec, name: str, d) -> dict[str, Any] | None:
+    """What a report needs to state a prior in a reader's units instead of its text: a fixed value, or a derived
+    prior's (a recipe's, the calibrated one, any long mixture) exact p5, median and p95 and where it comes from;
+    None for a prior its text already states (a lognormal's 90% interval, a beta's parameters)."""
+    from mcflops.priors import calibrated
+    from mcflops.priors.quantiles import ppf
+
+    if d is None:
+        return None
+    if d.family == "point":
+        return {"value": float(d.params["value"])}
+    recipe = spec.count_dependent.get(name)
+    derived = ("layout" if hasattr(recipe, "layout") else "failures" if recipe is not None else
+               "calibrated" if calibrated.describe(d) else None)
+    if derived is None and not (d.family == "mixture" and len(d.components) > LONG_MIXTURE):
+        return None
+    p5, p50, p95 = (float(x) for x in ppf(d, [0.05, 0.5, 0.95]))
+    return {"p5": p5, "p50": p50, "p95": p95, "derived": derived, "parts": len(d.components) or None}
 
 
 def _notes(specs, models, rows, plans, deadline, posterior: bool) -> list[str]:
@@ -269,9 +295,31 @@ def _notes(specs, models, rows, plans, deadline, posterior: bool) -> list[str]:
         notes.append(f"every scenario answers one deadline, {asked} {D:g} days at probability {p:g}"
                      + (f" ({', '.join(differ)} ask{'s' if len(differ) == 1 else ''} another in {'its' if len(differ) == 1 else 'their'} own plan:)" if differ else "")
                      + "; P(done) is on each file's own hardware.count")
-        groups: dict[str, list[str]] = {}
-        for k, s in enumerate(specs):
-            groups.setdefault(held(s), []).append(TAGS[k])
-        for text, who in groups.items():
-            notes.append(f"{', '.join(who)}: {text}")
+        notes.append(_held_once(specs, held))
     return notes
+
+
+_SET_FOR = re.compile(r" \(it was set for ([\d,]+) accelerators\)")
+_HELD = "what moves with the accelerator count: "
+
+
+def _held_once(specs, held) -> str:
+    """What the plan holds and re-solves as the count moves, one note for every scenario: scenarios that hold
+    the same things share a clause (each file's own count named once), instead of a note per scenario."""
+    groups: dict[str, list[tuple[str, str | None]]] = {}
+    for k, s in enumerate(specs):
+        text = held(s).removeprefix(_HELD)
+        m = _SET_FOR.search(text)
+        groups.setdefault(_SET_FOR.sub("", text), []).append((TAGS[k], m.group(1) if m else None))
+    clauses = []
+    for text, who in groups.items():
+        counts = [f"{t} {c}" if len(who) > 1 else c for t, c in who if c]
+        if len(who) > 1:
+            text = text.replace("the file's prior", "each file's prior")
+        if counts:  # the count each file's prior was set for, once per scenario, beside the clause
+            at = text.find(" at every count")
+            where = at + len(" at every count") if at >= 0 else len(text)
+            text = f"{text[:where]} (set for {', '.join(counts)} accelerators){text[where:]}"
+        tags_ = [t for t, _ in who]
+        clauses.append(f"{', '.join(tags_[:-1]) + ' and ' + tags_[-1] if len(tags_) > 1 else tags_[0]}: {text}.")
+    return _HELD.rstrip(": ") + ". " + " ".join(clauses)

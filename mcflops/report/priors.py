@@ -63,3 +63,18 @@ def words(name: str, d, spec=None) -> str:
     lo, mid, hi = quantiles(d)
     what = how or f"a quantile table ({len(d.components)} parts)"
     return f"{what}: median {fmt(name, mid)}, 90% {interval(name, lo, hi)}"
+
+
+_DERIVED = {"layout": "derived from its parallel layout", "failures": "derived from its failures model",
+            "calibrated": calibrated.LABEL + ", the calibrated prior"}
+
+
+def summarized(name: str, summary: Any, text: Any) -> str:
+    """A prior from compare.json (analysis.scenarios' ``summary``: a fixed value, or a derived prior's
+    quantiles): in a reader's units; ``text`` (the prior as written) when there is no summary."""
+    if not isinstance(summary, dict):
+        return "absent" if text is None else str(text)
+    if "value" in summary:
+        return value(name, summary["value"])
+    what = _DERIVED.get(summary.get("derived")) or f"a quantile table ({summary.get('parts') or '?'} parts)"
+    return f"{what}: median {fmt(name, summary.get('p50'))}, 90% {interval(name, summary.get('p5'), summary.get('p95'))}"

@@ -158,3 +158,31 @@ def test_figures_fit_their_axes_to_the_data_and_clip_no_label(three, monkeypatch
     r = two["ratio"]
     assert lo <= r["min"] and hi >= r["max"] and (hi - lo) < 1.3 * (r["max"] - r["min"])
     _inside(fig)
+
+
+def test_scenarios_legend_covers_no_curve(three, monkeypatch):
+    """The legend lies outside the axes (no curve, tail or median line under it) and inside the figure."""
+    from mcflops.plots import scenarios as plots
+
+    specs, res, _ = three
+    fig = _captured(monkeypatch, plots.scenarios, {"scenarios": res, "distribution": "prior"})
+    r = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    leg, box = ax.get_legend().get_window_extent(r), ax.get_window_extent(r)
+    assert not leg.overlaps(box), (leg, box)
+    W, H = fig.canvas.get_width_height()
+    assert leg.x0 >= 0 and leg.y0 >= 0 and leg.x1 <= W and leg.y1 <= H
+    assert not leg.overlaps(ax.xaxis.label.get_window_extent(r))  # nor under the axis label
+    _inside(fig)
+
+
+def test_the_count_note_is_stated_once(three):
+    """With three scenarios, what moves with the accelerator count is one note, each scenario named once in it
+    with the count its prior was set for."""
+    specs, res, _ = three
+    held = [n for n in res["notes"] if "what moves with the accelerator count" in n]
+    assert len(held) == 1, held
+    note = held[0]
+    assert note.count("held at") == 1  # A, B and C hold the same things: one clause for the three
+    for tag, s in zip(("A", "B", "C"), specs):
+        assert f"{tag} {s.hardware.count:,}" in note
