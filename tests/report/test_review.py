@@ -94,3 +94,22 @@ def test_report_order_is_answer_plan_drivers_assumptions(tmp_path):
     assert [t.split(". ", 1)[1] for t in titles][:3] == ["Headline", "Planning: the file's plan: block",
                                                           "What drives it"]
     assert titles.index("5. Assumptions") > titles.index("3. What drives it")
+
+
+@pytest.mark.parametrize("width, explained", [(120, True), (50, False)])
+def test_the_terminal_explains_its_mcse_column_while_it_shows_it(width, explained):
+    """`mcflops run`'s statistics table: the ±p50 column is explained under the table, and only while shown."""
+    import io
+
+    from rich.console import Console
+
+    from mcflops.cli import tables
+
+    stats = {"gpu_hours": {"mean": 3.33e7, "sd": 4.2e6, "p5": 2.71e7, "p25": 3.03e7, "p50": 3.29e7, "p75": 3.58e7,
+                           "p95": 4.08e7, "mcse_p50": 1.6e4}}
+    buf = io.StringIO()
+    Console(file=buf, width=width).print(tables.stats_table("Prior predictive", stats, ["gpu_hours"]))
+    text = " ".join(buf.getvalue().split())
+    shown = tables.MCSE in text.split(" (")[0].split("gpu_hours")[0]  # the header, before the first row
+    assert shown == explained
+    assert (f"{tables.MCSE}: the Monte Carlo standard error of the median" in text) == explained
