@@ -56,8 +56,10 @@ def prior_posterior(path, data: Mapping[str, Any]) -> str:
         spare[0].set_visible(True)
         spare[0].axis("off")
         spare[0].legend(*axes.ravel()[0].get_legend_handles_labels(), loc="center", fontsize=9)
-    else:
-        axes.ravel()[0].legend(loc="upper left", fontsize=8)
+    else:  # in the first panel, above its curves: head room of 40% of the panel's height (no y ticks to move)
+        first = axes.ravel()[0]
+        first.set_ylim(0, 1.4 * max(float(np.max(panels[0]["prior"])), float(np.max(panels[0]["posterior"]))))
+        first.legend(loc="upper left", fontsize=8)
     fig.suptitle(_headline(data["finding"]), fontsize=10.5, fontweight="bold")
     return style.save(fig, path)
 

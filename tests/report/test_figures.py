@@ -68,3 +68,15 @@ def test_sobol_bars_clip_a_share_to_one_and_say_only_input(monkeypatch, first, t
     assert heights and max(heights) <= 1.0 and min(heights) >= 0.0
     assert "only uncertain input" in ax.get_title() and "101" not in ax.get_title()
     assert ax.get_ylabel() == "share of the variance (0 to 1)"
+
+
+def test_prior_posterior_legend_sits_above_the_curves(monkeypatch):
+    """With no spare panel the legend goes in the first one: above both of its curves, none drawn under it."""
+    fig = _drawn(monkeypatch, posterior.prior_posterior, _data(True))  # two panels in one row: no spare
+    ax = fig.axes[0]
+    r = fig.canvas.get_renderer()
+    box = ax.get_legend().get_window_extent(r).transformed(ax.transData.inverted())
+    for line in ax.get_lines():
+        x, y = line.get_data()
+        under = (x >= box.x0) & (x <= box.x1)
+        assert under.any() and np.max(np.asarray(y)[under]) < box.y0, line.get_label()
