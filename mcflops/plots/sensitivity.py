@@ -101,7 +101,12 @@ def sweep_fan(path, sw: Mapping[str, Any]) -> str:
     ax.fill_between(x, q["p5"], q["p95"], color=style.PRIOR, alpha=0.3, lw=0, label="90% interval")
     ax.fill_between(x, q["p25"], q["p75"], color=style.PRIOR, alpha=0.55, lw=0, label="50% interval")
     ax.plot(x, q["p50"], color=style.POSTERIOR, lw=1.8, marker="o", ms=3, label="median")
-    ax.set_xlabel(_label(sw["input"]))
+    pct = sw["input"] in ("mfu", "goodput")  # a fraction: shown in %, as the report states it
+    if pct:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{100 * v:g}"))
+    ax.set_xlabel(f"{_label(sw['input'])} (%)" if pct else _label(sw["input"]))
     ax.set_ylabel(_label(sw["output"]))
     _ticks(ax, "y")
     ax.legend(loc="best")
@@ -126,12 +131,14 @@ def plan_curve(path, plan: Mapping[str, Any]) -> str:
     if cl and "prob_within_deadline" in cl:
         ax.plot([cl["gpus"]], [cl["prob_within_deadline"]], "o", color=style.OBSERVED,
                 label=f"{cl['gpus']:,} (the file's cluster): {100 * cl['prob_within_deadline']:.0f}%")
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     if g.max() > 5 * g.min():
         ax.set_xscale("log")
-        from matplotlib.ticker import NullFormatter
-
+        # 1, 2 and 5 of each decade labelled: a count between powers of ten can be read off the axis
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_minor_formatter(NullFormatter())
-    _ticks(ax)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:,.0f}"))  # whole accelerators: 2,000, 10,000
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("accelerators")
     ax.set_ylabel(f"P(done within {_g(c['days'])} days)")

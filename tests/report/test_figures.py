@@ -80,3 +80,30 @@ def test_prior_posterior_legend_sits_above_the_curves(monkeypatch):
         x, y = line.get_data()
         under = (x >= box.x0) & (x <= box.x1)
         assert under.any() and np.max(np.asarray(y)[under]) < box.y0, line.get_label()
+
+
+def test_plan_curve_labels_counts_between_powers_of_ten(monkeypatch):
+    """A log count axis from 1,800 to 60,000 has 2,000, 5,000, 10,000, ... labelled (it showed one label,
+    '10.0K'), each a whole number of accelerators."""
+    g = np.geomspace(1800, 60000, 40)
+    plan = {"curve": {"gpus": g.tolist(), "prob": stats.norm.cdf(np.log(g / 5000)).tolist(), "days": 60},
+            "deadline": {"prob": 0.9, "gpus": 8232}, "cluster": {"gpus": 4096, "prob_within_deadline": 0.25},
+            "distribution": "prior"}
+    fig = _drawn(monkeypatch, sensitivity.plan_curve, plan)
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text() and lo <= t.get_position()[0] <= hi]
+    assert shown == ["2,000", "5,000", "10,000", "20,000", "50,000"], shown
+    assert ax.get_xlabel() == "accelerators"
+
+
+def test_sweep_of_a_fraction_reads_in_percent(monkeypatch):
+    x = [0.30, 0.35, 0.40, 0.45]
+    sw = {"input": "mfu", "output": "gpu_hours", "values": x, "p50_vs_first": [1.0, 0.86, 0.75, 0.667],
+          **{k: [1e7 / v * f for v in x] for k, f in (("p5", 0.9), ("p25", 0.95), ("p50", 1.0), ("p75", 1.05),
+                                                      ("p95", 1.1))}}
+    fig = _drawn(monkeypatch, sensitivity.sweep_fan, sw)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "MFU (%)" and ax.get_ylabel() == "GPU-hours"
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert "30" in labels and "0.3" not in labels
