@@ -119,10 +119,14 @@ def deadline_of(specs, deadline_days: float | None = None, prob: float | None = 
 def scenarios(specs: Sequence[Any], *, samples: int | None = None, seed: int | None = None,
               couple: Mapping[str, float] | None = None, posterior: bool = False, output: str = "gpu_hours",
               deadline: Mapping[str, Any] | None = None, progress: Callable[[int, int], None] | None = None,
-              key: jax.Array | None = None) -> dict[str, Any]:
+              key: jax.Array | None = None, b_over_a: bool = False) -> dict[str, Any]:
     """The side-by-side table of ``specs`` (A first): each scenario's quantities with their 90% intervals,
     the deadline's accelerators and P(done by it), and the per-draw ratios to A (``deadline``: as
-    :func:`deadline_of` returns it; ``output``: the quantity the figure shows, GPU-hours or days)."""
+    :func:`deadline_of` returns it; ``output``: the quantity the figure shows, GPU-hours or days).
+
+    ``b_over_a`` (two files, ``output`` one of QUANTITIES both have): the result also holds ``b_over_a``, B / A
+    for ``output`` in ``analysis.compare.compare``'s shape, read from this same pass (the same draws, rows
+    and histograms: that function's answer without a second pass)."""
     if len(specs) < 2 or len(specs) > len(TAGS):
         raise SpecError(f"expected 2 to {len(TAGS)} prior files, got {len(specs)}", field="FILE")
     if posterior and not any(s.observe for s in specs):
@@ -184,6 +188,44 @@ def scenarios(specs: Sequence[Any], *, samples: int | None = None, seed: int | N
            "notes": _notes(specs, models, rows, plans, deadline, posterior)}
     if posterior:
         out["ess"] = ess
+    if b_over_a:
+        out["b_over_a"] = _b_over_a(specs, h, output, at[(0, output)], at[(1, output)], at_ratio[(1, output)],
+                            (c(0, output), c(1, output)), rows[0], models, posterior, n, seed)
+    return out
+
+
+def pairable(specs, output: str) -> bool:
+    """Whether this pass can answer ``compare A B`` for ``output`` too (see :func:`scenarios`' ``b_over_a``)."""
+    return len(specs) == 2 and output in QUANTITIES and all(output in s.outputs for s in specs)
+
+
+def _b_over_a(specs, h, output, ra, rb, rr, centres, rows, models, posterior, n, seed) -> dict[str, Any]:
+    """B / A for ``output`` as analysis.compare.compare gives it, from this pass's rows: A's and B's own
+    (ra, rb) and the per-draw log ratio's (rr)."""
+    (ca, cb), (a, b), total = centres, specs, float(h["s0"])
+    shift = cb - ca  # log(B/A) = shift + (dB - dA)
+
+    def side(spec, centre, row):
+        return {"name": spec.name, "path": spec.path, "accelerator": spec.hardware.accelerator,
+                **dict(zip(pair.NAMES, np.exp(centre + quantiles(h, row, pair.PROBS)).tolist()))}
+
+    ratio = dict(zip(pair.NAMES, np.exp(shift + quantiles(h, rr, pair.PROBS)).tolist()))
+    ratio.update(min=float(np.exp(shift + h["min"][rr])), max=float(np.exp(shift + h["max"][rr])),
+                 prob_b_greater=float(h["above"][rr] / total), prob_b_less=float(h["below"][rr] / total))
+    step = NBINS // 64  # 64 coarse bins for the figure, as analysis.compare draws them
+    hist = h["hist"][rr][1:-1].reshape(-1, step).sum(axis=1)
+    edges = h["lo"][rr] + h["width"][rr] * step * np.arange(65)
+    out = {"output": output, "seed": seed, "samples": n, "distribution": "posterior" if posterior else "prior",
+           "a": side(a, ca, ra), "b": side(b, cb, rb), "ratio": ratio, "inputs": rows,
+           "shared_inputs": [r["name"] for r in rows if r["draws"] == pair.SHARED],
+           "coupled_inputs": {r["name"]: r["spearman"] for r in rows if r["draws"] == pair.COUPLED},
+           "independent_inputs": [r["name"] for r in rows if r["draws"] == pair.INDEPENDENT],
+           "ratio_inputs": {r["name"]: r["ratio"] for r in rows if r["draws"] == pair.RATIO},
+           "ratio_hist": {"log_edges": (shift + edges).tolist(), "weights": (hist / total).tolist()},
+           "notes": pair._notes(a, b, models[0], models[1], rows, posterior)}
+    if posterior:
+        out["ess"] = engine.ess(total, float(h["s0w2"]))
+        out["observed"] = {t: sorted(s.observe) for t, s in (("a", a), ("b", b)) if s.observe}
     return out
 
 

@@ -186,3 +186,25 @@ def test_the_count_note_is_stated_once(three):
     assert note.count("held at") == 1  # A, B and C hold the same things: one clause for the three
     for tag, s in zip(("A", "B", "C"), specs):
         assert f"{tag} {s.hardware.count:,}" in note
+
+
+def test_two_files_are_one_pass_with_the_pair_pass_answer(monkeypatch):
+    """`compare A B` reads B / A from the scenarios' pass: one pass over the draws, and exactly the answer the
+    separate B / A pass (analysis.compare.compare) gives on the same key (the same draws, rows and histograms;
+    exact equality: one machine, one process). An output the scenarios' pass does not hold keeps that pass."""
+    from mcflops import engine
+    from mcflops.analysis import compare as pair
+
+    passes = []
+    for mod in (sc, pair):
+        real = mod.reduce
+        monkeypatch.setattr(mod, "reduce", lambda *a, _real=real, **k: passes.append(1) or _real(*a, **k))
+    got = mcflops.compare(str(H100), str(B200), samples=20_000)
+    assert len(passes) == 1
+    specs = [mcflops.load_spec(f) for f in (H100, B200)]
+    want = pair.compare(*specs, samples=20_000, key=engine.seed_key(specs[0].seed))
+    assert {k: got[k] for k in want if k != "notes"} == {k: v for k, v in want.items() if k != "notes"}
+    assert got["notes"][:len(want["notes"])] == want["notes"]  # then the scenarios' own notes
+    passes.clear()
+    mcflops.compare(str(H100), str(B200), samples=20_000, output="flops")
+    assert len(passes) == 2  # FLOPs: not a scenarios quantity, so the B / A pass runs too
