@@ -279,7 +279,8 @@ def _inputs(specs, rows, plans) -> list[dict[str, Any]]:
             row = next((x for x in r if x["name"] == name), None)
             src = next((s for n, _, s in plan if n == name), 0)
             ratio = row is not None and specs[k].compare.ratio(name) is not None
-            entry["summary"].append(None if row is None or ratio else _summary(specs[k], name, specs[k].priors.get(name)))
+            entry["summary"].append(None if row is None or ratio else
+                                    _summary(specs[k], name, specs[k].priors.get(name)))
             entry["priors"].append(None if row is None else row["b"])
             entry["draws"].append(None if row is None else row["draws"])
             entry["spearman"].append(None if row is None else row.get("spearman"))
@@ -288,7 +289,8 @@ def _inputs(specs, rows, plans) -> list[dict[str, Any]]:
     return out
 
 
-LONG_MIXTURE = 4  # a mixture of more parts than this is a quantile table: a reader gets its quantiles
+LONG_MIXTURE = 4  # a mixture of more parts than this is a quantile table: a reader gets its quantiles (as in
+# report.priors, which states the run report's priors by the same rule)
 
 
 def _summary(spec, name: str, d) -> dict[str, Any] | None:

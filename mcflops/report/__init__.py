@@ -3,8 +3,9 @@
 Computation-free: everything comes from ``summary.json``, ``spec.resolved.yaml`` and the figures
 (PNG) in the folder, so ``mcflops report DIR`` re-renders without sampling (and without JAX).
 Each section renders from whatever is present and says "not computed" for what is not; a new run (one
-that observes nothing) has no section on the published figure. Each note is stated once (:func:`once`). Sections are numbered in the order they
-appear (:func:`numbered`). This package returns strings; the CLI writes them.
+that observes nothing) has no section on the published figure. Each note is stated once (:func:`once`).
+Sections are numbered in the order they appear (:func:`numbered`). This package returns strings; the CLI
+writes them.
 
 - :mod:`.blocks`: paragraphs, tables, figures; numbers in a reader's units
 - :mod:`.planning`: the answers to the file's ``plan:`` block, when it has one
@@ -94,7 +95,8 @@ def build(run: Run) -> Document:
     parts += [drivers.drivers(run), lay, sections.napkin(run), sections.assumptions(run),
               sections.reproducibility(run), appendix.appendix(run)]
     parts = [p for p in parts if p is not None]
-    rest = [n for n in run.figures if n not in used_figures(run) and "sobol" not in n.lower()]
+    in_appendix = any(p.id == "appendix" for p in parts)  # the Sobol figure is the appendix's when it has one
+    rest = [n for n in run.figures if n not in used_figures(run) or (not in_appendix and "sobol" in n.lower())]
     if rest:
         parts.append(Section("figures", "Other figures", [Fig(n, run.figures[n], caption(n)) for n in rest]))
     return Document(f"{name}: training compute", str(s.get("description") or ""), meta, numbered(once(parts)))

@@ -37,10 +37,9 @@ def appendix(run) -> Section | None:
     corr = sens.get("correlations")
     if isinstance(corr, Mapping) and any(isinstance(v, Mapping) for v in corr.values()):
         blocks += [Sub("Correlations"), *_correlations(out, corr)]
+    blocks += [P([f"Note: {note}"], "note") for note in sens.get("notes") or ()]  # the analysis's caveats
     if not blocks:
         return None
-    for note in sens.get("notes") or ():
-        blocks.append(P([f"Note: {note}"], "note"))
     lead = P(["The variance tables behind the shares in \u201cWhat drives it\u201d: the same analysis, each "
               "estimator in full, with its Monte Carlo standard error (± s.e.)."])
     return Section("appendix", "Appendix: every variance table", [lead, *blocks])
@@ -65,8 +64,8 @@ def _shapley(out: str, sens: Mapping) -> list:
             blocks.append(Sub("Shapley effects"))
             corr = " (the inputs are correlated: these shares account for it)" if info.get("correlated") else ""
             blocks.append(P([B(label(order[0])), f" carries the largest share of the variance of {scale}: "
-                             f"{_clip(recs[order[0]]['effect']):.2f}{corr}. Shapley effects split the variance among the "
-                             "inputs, interactions and dependence shared fairly, and add up to 1."]))
+                             f"{_clip(recs[order[0]]['effect']):.2f}{corr}. Shapley effects split the variance "
+                             "among the inputs, interactions and dependence shared fairly, and add up to 1."]))
         first = len(blocks) == 2  # the estimator is named under the first table only
         blocks.append(Table(["input", "Shapley effect (± s.e.)"], rows, num=frozenset({1}),
                             caption=f"Shapley effects of {scale}" + (f" ({info['estimator']})" if first and

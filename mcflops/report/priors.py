@@ -14,13 +14,14 @@ from mcflops.numbers import format_number
 from mcflops.priors import calibrated
 from mcflops.report.blocks import fmt, interval
 
-LONG_MIXTURE = 4  # a mixture of more parts than this is a quantile table: stated by its quantiles
+LONG_MIXTURE = 4  # a mixture of more parts than this is a quantile table: stated by its quantiles (the same
+# rule as analysis.scenarios', which summarises compare.json's priors; that module brings JAX, so not imported)
 
 _UNITS = ("power", "pue", "peak_flops", "price", "mfu", "goodput")  # quantities blocks.fmt puts in units
 
 
 def value(name: str, x: Any) -> str:
-    """A fixed value in the quantity's unit: '700 W', '1.10', '989.4T FLOP/s', '405.9B'."""
+    """A fixed value in the quantity's unit: '700 W', '1.10', '989.4 TFLOP/s', '405.9B'."""
     return fmt(name, x, 4 if name in ("peak_flops",) else 3) if name in _UNITS else format_number(float(x), 4)
 
 
@@ -77,4 +78,5 @@ def summarized(name: str, summary: Any, text: Any) -> str:
     if "value" in summary:
         return value(name, summary["value"])
     what = _DERIVED.get(summary.get("derived")) or f"a quantile table ({summary.get('parts') or '?'} parts)"
-    return f"{what}: median {fmt(name, summary.get('p50'))}, 90% {interval(name, summary.get('p5'), summary.get('p95'))}"
+    return (f"{what}: median {fmt(name, summary.get('p50'))}, "
+            f"90% {interval(name, summary.get('p5'), summary.get('p95'))}")

@@ -7,6 +7,7 @@ statistics. A section whose inputs are missing says "not computed" instead of fa
 
 from __future__ import annotations
 
+import math
 import shlex
 from typing import Mapping
 
@@ -248,8 +249,8 @@ def assumptions(run) -> Section:
     said = set(post.get("findings") or ())  # the posterior's findings: its section states them in its own words
     notes = list(dict.fromkeys([*spec.notes, *(str(n) for n in run.summary.get("notes") or () if n not in said)]))
     if notes:
-        sec.blocks += [P(["Notes: what the prior file leaves to the defaults, what the run assumed, and what to check:"]),
-                       Items([[n] for n in notes], notes=True)]
+        sec.blocks += [P(["Notes: what the prior file leaves to the defaults, what the run assumed, and what to "
+                          "check:"]), Items([[n] for n in notes], notes=True)]
     if spec.architecture is not None:
         a = spec.architecture.__dict__  # widths and counts (integers), a preset or config path, flags
 
@@ -277,10 +278,14 @@ def reproducibility(run) -> Section:
             frac = f" ({100 * post['ess_fraction']:.1f}% of the draws)" if num(post.get("ess_fraction")) else ""
             rows.append(["effective sample size", f"{post['ess']:,.0f}{frac}"])
         k = post.get("pareto_k")
-        if num(k):  # thresholds 0.5 and 0.7: Vehtari et al. 2024 (JMLR 25:72), Sec. 3.2
-            verdict = "reliable" if k < 0.5 else "usable" if k < 0.7 else "unreliable (0.7 or above)"
-            rows.append(["importance-sampling reliability (Pareto k-hat of the weights, PSIS; below 0.7 is "
-                         "reliable, Vehtari et al. 2024)", f"{verdict} (k-hat {k:.2f})"])
+        if num(k):
+            n = s.get("samples") if isinstance(s.get("samples"), int) else 0
+            # min(1 - 1/log10 S, 0.7): Vehtari et al. 2024, Sec. 3.2 (inference.psis.khat_threshold, not
+            # imported: that package brings JAX, and the report renders without it)
+            thr = min(1.0 - 1.0 / math.log10(n), 0.7) if n > 10 else 0.7
+            verdict = "reliable" if k <= thr else "unreliable: do not quote the posterior"
+            rows.append([f"importance-sampling reliability (Pareto k-hat of the weights, PSIS; reliable up to "
+                         f"{thr:.2f} with {n:,} draws, Vehtari et al. 2024)", f"{verdict} (k-hat {k:.2f})"])
         rhat = post.get("rhat", post.get("r_hat"))
         if isinstance(rhat, Mapping):
             rhat = max((v for v in rhat.values() if num(v)), default=None)
