@@ -285,7 +285,7 @@ def reproducibility(run) -> Section:
             thr = min(1.0 - 1.0 / math.log10(n), 0.7) if n > 10 else 0.7
             verdict = "reliable" if k <= thr else "unreliable: do not quote the posterior"
             rows.append([f"importance-sampling reliability (Pareto k-hat of the weights, PSIS; reliable up to "
-                         f"{thr:.2f} with {n:,} draws, Vehtari et al. 2024)", f"{verdict} (k-hat {k:.2f})"])
+                         f"{thr:.2f}, Vehtari et al. 2024)", f"{verdict} (k-hat {k:.2f})"])
         rhat = post.get("rhat", post.get("r_hat"))
         if isinstance(rhat, Mapping):
             rhat = max((v for v in rhat.values() if num(v)), default=None)

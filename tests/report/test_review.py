@@ -63,7 +63,7 @@ def test_a_layout_prior_is_its_quantiles_and_recipe_not_its_mixture():
 def test_diagnostics_are_in_words():
     md = (ROOT / "reports" / "llama405b" / "report.md").read_text()
     row = next(line for line in md.splitlines() if "Pareto k-hat" in line)
-    assert "importance-sampling reliability" in row and "reliable up to 0.70 with 1,000,000 draws" in row
+    assert "importance-sampling reliability" in row and "reliable up to 0.70" in row
     k = json.loads((ROOT / "reports" / "llama405b" / "summary.json").read_text())["posterior"]["pareto_k"]
     assert f"reliable (k-hat {k:.2f})" in row  # the committed run's k-hat is under the threshold
     assert "±p50" not in md
