@@ -115,3 +115,26 @@ def test_the_terminal_explains_its_mcse_column_while_it_shows_it(width, explaine
     shown = tables.MCSE in text.split(" (")[0].split("gpu_hours")[0]  # the header, before the first row
     assert shown == explained
     assert (f"{tables.MCSE}: the Monte Carlo standard error of the median" in text) == explained
+
+
+@pytest.mark.parametrize("folder", COMMITTED, ids=lambda p: p.name)
+def test_committed_share_table_is_one_row_per_uncertain_input(folder):
+    """What drives it: one table, a row for each input the output depends on (summary.json's sensitivity
+    inputs), each share its Shapley effect to the 1% shown, the shares adding up to at most 100% (+ rounding)."""
+    from mcflops.report.blocks import label
+
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is not committed")
+    s = json.loads((folder / "summary.json").read_text())
+    md = (folder / "report.md").read_text()
+    drivers = md.split("## 3. What drives it", 1)[1].split("\n## ", 1)[0].split("### Sweeps")[0]
+    tables = [b for b in drivers.split("\n\n") if b.startswith("| ")]
+    assert len(tables) == 1  # one table (then the sweeps'); the Sobol and Shapley tables are the appendix's
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in tables[0].splitlines()[2:]]
+    names = s["sensitivity"]["inputs"]
+    assert sorted(r[0] for r in rows) == sorted(md_escape(label(n)) for n in names)
+    shares = {r[0]: float(r[-1].rstrip("%")) for r in rows}
+    for n in names:
+        assert abs(shares[md_escape(label(n))] - 100 * s["sensitivity"]["shapley"][n]["effect"]) <= 0.5 + 1e-9, n
+    assert 0 <= sum(shares.values()) <= 100 + 0.5 * len(shares)
+    assert "Sobol" not in drivers.split("*Each uncertain input")[0] and "Shapley effect (" not in drivers
