@@ -21,6 +21,7 @@ whose inputs depend on the count (a layout's MFU, a failures model's goodput) ta
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable, Mapping, Sequence
 
 import jax
@@ -118,10 +119,14 @@ def deadline_of(specs, deadline_days: float | None = None, prob: float | None = 
 def scenarios(specs: Sequence[Any], *, samples: int | None = None, seed: int | None = None,
               couple: Mapping[str, float] | None = None, posterior: bool = False, output: str = "gpu_hours",
               deadline: Mapping[str, Any] | None = None, progress: Callable[[int, int], None] | None = None,
-              key: jax.Array | None = None) -> dict[str, Any]:
+              key: jax.Array | None = None, b_over_a: bool = False) -> dict[str, Any]:
     """The side-by-side table of ``specs`` (A first): each scenario's quantities with their 90% intervals,
     the deadline's accelerators and P(done by it), and the per-draw ratios to A (``deadline``: as
-    :func:`deadline_of` returns it; ``output``: the quantity the figure shows, GPU-hours or days)."""
+    :func:`deadline_of` returns it; ``output``: the quantity the figure shows, GPU-hours or days).
+
+    ``b_over_a`` (two files, ``output`` one of QUANTITIES both have): the result also holds ``b_over_a``, B / A
+    for ``output`` in ``analysis.compare.compare``'s shape, read from this same pass (the same draws, rows
+    and histograms: that function's answer without a second pass)."""
     if len(specs) < 2 or len(specs) > len(TAGS):
         raise SpecError(f"expected 2 to {len(TAGS)} prior files, got {len(specs)}", field="FILE")
     if posterior and not any(s.observe for s in specs):
@@ -183,6 +188,44 @@ def scenarios(specs: Sequence[Any], *, samples: int | None = None, seed: int | N
            "notes": _notes(specs, models, rows, plans, deadline, posterior)}
     if posterior:
         out["ess"] = ess
+    if b_over_a:
+        out["b_over_a"] = _b_over_a(specs, h, output, at[(0, output)], at[(1, output)], at_ratio[(1, output)],
+                            (c(0, output), c(1, output)), rows[0], models, posterior, n, seed)
+    return out
+
+
+def pairable(specs, output: str) -> bool:
+    """Whether this pass can answer ``compare A B`` for ``output`` too (see :func:`scenarios`' ``b_over_a``)."""
+    return len(specs) == 2 and output in QUANTITIES and all(output in s.outputs for s in specs)
+
+
+def _b_over_a(specs, h, output, ra, rb, rr, centres, rows, models, posterior, n, seed) -> dict[str, Any]:
+    """B / A for ``output`` as analysis.compare.compare gives it, from this pass's rows: A's and B's own
+    (ra, rb) and the per-draw log ratio's (rr)."""
+    (ca, cb), (a, b), total = centres, specs, float(h["s0"])
+    shift = cb - ca  # log(B/A) = shift + (dB - dA)
+
+    def side(spec, centre, row):
+        return {"name": spec.name, "path": spec.path, "accelerator": spec.hardware.accelerator,
+                **dict(zip(pair.NAMES, np.exp(centre + quantiles(h, row, pair.PROBS)).tolist()))}
+
+    ratio = dict(zip(pair.NAMES, np.exp(shift + quantiles(h, rr, pair.PROBS)).tolist()))
+    ratio.update(min=float(np.exp(shift + h["min"][rr])), max=float(np.exp(shift + h["max"][rr])),
+                 prob_b_greater=float(h["above"][rr] / total), prob_b_less=float(h["below"][rr] / total))
+    step = NBINS // 64  # 64 coarse bins for the figure, as analysis.compare draws them
+    hist = h["hist"][rr][1:-1].reshape(-1, step).sum(axis=1)
+    edges = h["lo"][rr] + h["width"][rr] * step * np.arange(65)
+    out = {"output": output, "seed": seed, "samples": n, "distribution": "posterior" if posterior else "prior",
+           "a": side(a, ca, ra), "b": side(b, cb, rb), "ratio": ratio, "inputs": rows,
+           "shared_inputs": [r["name"] for r in rows if r["draws"] == pair.SHARED],
+           "coupled_inputs": {r["name"]: r["spearman"] for r in rows if r["draws"] == pair.COUPLED},
+           "independent_inputs": [r["name"] for r in rows if r["draws"] == pair.INDEPENDENT],
+           "ratio_inputs": {r["name"]: r["ratio"] for r in rows if r["draws"] == pair.RATIO},
+           "ratio_hist": {"log_edges": (shift + edges).tolist(), "weights": (hist / total).tolist()},
+           "notes": pair._notes(a, b, models[0], models[1], rows, posterior)}
+    if posterior:
+        out["ess"] = engine.ess(total, float(h["s0w2"]))
+        out["observed"] = {t: sorted(s.observe) for t, s in (("a", a), ("b", b)) if s.observe}
     return out
 
 
@@ -231,16 +274,43 @@ def _inputs(specs, rows, plans) -> list[dict[str, Any]]:
     for name in names:
         d0 = specs[0].priors.get(name)
         entry = {"name": name, "priors": [d0.describe() if d0 is not None else None], "draws": [None],
-                 "spearman": [None], "with": [None]}
+                 "spearman": [None], "with": [None], "summary": [_summary(specs[0], name, d0)]}
         for k, (r, plan) in enumerate(zip(rows, plans), start=1):
             row = next((x for x in r if x["name"] == name), None)
             src = next((s for n, _, s in plan if n == name), 0)
+            ratio = row is not None and specs[k].compare.ratio(name) is not None
+            entry["summary"].append(None if row is None or ratio else
+                                    _summary(specs[k], name, specs[k].priors.get(name)))
             entry["priors"].append(None if row is None else row["b"])
             entry["draws"].append(None if row is None else row["draws"])
             entry["spearman"].append(None if row is None else row.get("spearman"))
             entry["with"].append(TAGS[src] if src else None)
         out.append(entry)
     return out
+
+
+LONG_MIXTURE = 4  # a mixture of more parts than this is a quantile table: a reader gets its quantiles (as in
+# report.priors, which states the run report's priors by the same rule)
+
+
+def _summary(spec, name: str, d) -> dict[str, Any] | None:
+    """What a report needs to state a prior in a reader's units instead of its text: a fixed value, or a derived
+    prior's (a recipe's, the calibrated one, any long mixture) exact p5, median and p95 and where it comes from;
+    None for a prior its text already states (a lognormal's 90% interval, a beta's parameters)."""
+    from mcflops.priors import calibrated
+    from mcflops.priors.quantiles import ppf
+
+    if d is None:
+        return None
+    if d.family == "point":
+        return {"value": float(d.params["value"])}
+    recipe = spec.count_dependent.get(name)
+    derived = ("layout" if hasattr(recipe, "layout") else "failures" if recipe is not None else
+               "calibrated" if calibrated.describe(d) else None)
+    if derived is None and not (d.family == "mixture" and len(d.components) > LONG_MIXTURE):
+        return None
+    p5, p50, p95 = (float(x) for x in ppf(d, [0.05, 0.5, 0.95]))
+    return {"p5": p5, "p50": p50, "p95": p95, "derived": derived, "parts": len(d.components) or None}
 
 
 def _notes(specs, models, rows, plans, deadline, posterior: bool) -> list[str]:
@@ -269,9 +339,31 @@ def _notes(specs, models, rows, plans, deadline, posterior: bool) -> list[str]:
         notes.append(f"every scenario answers one deadline, {asked} {D:g} days at probability {p:g}"
                      + (f" ({', '.join(differ)} ask{'s' if len(differ) == 1 else ''} another in {'its' if len(differ) == 1 else 'their'} own plan:)" if differ else "")
                      + "; P(done) is on each file's own hardware.count")
-        groups: dict[str, list[str]] = {}
-        for k, s in enumerate(specs):
-            groups.setdefault(held(s), []).append(TAGS[k])
-        for text, who in groups.items():
-            notes.append(f"{', '.join(who)}: {text}")
+        notes.append(_held_once(specs, held))
     return notes
+
+
+_SET_FOR = re.compile(r" \(it was set for ([\d,]+) accelerators\)")
+_HELD = "what moves with the accelerator count: "
+
+
+def _held_once(specs, held) -> str:
+    """What the plan holds and re-solves as the count moves, one note for every scenario: scenarios that hold
+    the same things share a clause (each file's own count named once), instead of a note per scenario."""
+    groups: dict[str, list[tuple[str, str | None]]] = {}
+    for k, s in enumerate(specs):
+        text = held(s).removeprefix(_HELD)
+        m = _SET_FOR.search(text)
+        groups.setdefault(_SET_FOR.sub("", text), []).append((TAGS[k], m.group(1) if m else None))
+    clauses = []
+    for text, who in groups.items():
+        counts = [f"{t} {c}" if len(who) > 1 else c for t, c in who if c]
+        if len(who) > 1:
+            text = text.replace("the file's prior", "each file's prior")
+        if counts:  # the count each file's prior was set for, once per scenario, beside the clause
+            at = text.find(" at every count")
+            where = at + len(" at every count") if at >= 0 else len(text)
+            text = f"{text[:where]} (set for {', '.join(counts)} accelerators){text[where:]}"
+        tags_ = [t for t, _ in who]
+        clauses.append(f"{', '.join(tags_[:-1]) + ' and ' + tags_[-1] if len(tags_) > 1 else tags_[0]}: {text}.")
+    return _HELD.rstrip(": ") + ". " + " ".join(clauses)

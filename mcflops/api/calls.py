@@ -205,9 +205,12 @@ def compare(spec_a: SpecLike, spec_b: SpecLike, *more: SpecLike, output: str = "
                                 opts.prob if prob is not None else None)
     engine.setup()
     key = call.key(key)
-    if len(specs) == 2:
+    one_pass = scen.pairable(specs, output)  # B / A read from the scenarios' pass: one pass, not two
+    if len(specs) == 2 and not one_pass:
         out = compare_mod.compare(a, specs[1], output=output, couple=couple, posterior=posterior, key=key,
                                   progress=progress)
+    elif len(specs) == 2:
+        out = {}
     else:
         for s in specs:
             if output not in s.outputs:
@@ -216,7 +219,9 @@ def compare(spec_a: SpecLike, spec_b: SpecLike, *more: SpecLike, output: str = "
         out = {"output": output, "seed": a.seed, "samples": a.samples,
                "distribution": "posterior" if posterior else "prior"}
     sc = scen.scenarios(specs, couple=couple, posterior=posterior, output=output, deadline=deadline, key=key,
-                        progress=progress)
+                        progress=progress, b_over_a=one_pass)
+    if one_pass:
+        out = sc.pop("b_over_a")
     out["scenarios"] = sc
     out["notes"] = [*out.get("notes", []), *(n for n in sc["notes"] if n not in out.get("notes", []))]
     if posterior and len(specs) > 2:

@@ -122,8 +122,11 @@ def _show(con, res, data: dict[str, Any]) -> None:
     if post:
         con.print()
         diag = f"method {post.get('method')}, ESS {_f(post.get('ess'), ',.0f')}"
-        if post.get("pareto_k") is not None:
-            diag += f", Pareto k {_f(post['pareto_k'], '.2f')}"
+        k = post.get("pareto_k")
+        if k is not None:  # Vehtari et al. 2024: below 0.7 the importance-sampling estimates are reliable
+            verdict = "" if not isinstance(k, (int, float)) else " < 0.7: reliable" if k < 0.7 else \
+                " >= 0.7: unreliable"
+            diag += f", weights' k-hat {_f(k, '.2f')}{verdict}"
         con.print(stats_table(f"Posterior ({diag})", post, names))
         if "corr_mfu_goodput_log" in post:
             con.print(f"  posterior correlation of log MFU and log goodput: {_f(post['corr_mfu_goodput_log'], '+.2f')} "

@@ -51,8 +51,10 @@ class Fitted:
     """A rich table that fits the console: columns named in ``drop`` are left out, in that order, until the
     table's natural width fits, and a dim line names them. Print it with ``console.print``."""
 
-    def __init__(self, table, drop: Sequence[str] = QUARTILES, where: str = "--json"):
+    def __init__(self, table, drop: Sequence[str] = QUARTILES, where: str = "--json",
+                 legend: dict[str, str] | None = None):
         self.table, self.drop, self.where = table, tuple(drop), where
+        self.legend = dict(legend or {})  # column -> what it means: a dim line under the table while it is shown
 
     def __rich_console__(self, console, options):
         from rich.measure import Measurement
@@ -72,6 +74,9 @@ class Fitted:
             yield t
         if gone:
             yield Text(f"  ({', '.join(gone)} left out at this width; {self.where} has them)", style="dim")
+        for name, text in self.legend.items():
+            if name not in gone:
+                yield Text(f"  {name}: {text}", style="dim")
 
 
 def _stacked(t):
@@ -121,7 +126,8 @@ def stats_table(title: str, stats: dict[str, dict[str, Any]], names) -> Fitted:
         unit = _unit(n)
         t.add_row(n + (f" [dim]{unit}[/dim]" if unit else ""), *(fmt(s[c], 3) for c in STATS),
                   fmt(s.get("mcse_p50", 0.0), 2))
-    return Fitted(t, STATS_DROP, "summary.json")
+    return Fitted(t, STATS_DROP, "summary.json", legend={MCSE: "the Monte Carlo standard error of the median "
+                                                              "(sampling noise, not uncertainty)"})
 
 
 HEADLINE = ("gpu_hours", "wall_days", "cost")  # what the terminal's headline states (those the run has)

@@ -29,7 +29,7 @@ def _fmt(percent: bool, v: float) -> str:
 def prior_posterior(path, data: Mapping[str, Any]) -> str:
     """One panel per uncertain input: prior and posterior densities (fractions, MFU and goodput, in %:
     each panel's and the finding's ``percent``); ``data`` is plotdata.posterior_inputs."""
-    panels = data["panels"]
+    panels = moved(data["panels"], (data.get("finding") or {}).get("given") or ())
     ncols = min(3, max(len(panels), 1))
     nrows = max(1, math.ceil(len(panels) / ncols))
     fig, axes = style.figure(2.4 * nrows + 0.6, ncols=ncols, nrows=nrows, squeeze=False)
@@ -48,7 +48,7 @@ def prior_posterior(path, data: Mapping[str, Any]) -> str:
         if np.isfinite(a) and np.isfinite(b):
             ax.axvspan(a * k, b * k, color=style.POSTERIOR, alpha=0.06, lw=0)
         ax.set_title(f"{name}: {_fmt(pct, p['prior_p50'])} -> {_fmt(pct, p['posterior_p50'])}", fontsize=9.5)
-        ax.set_xlabel(f"{name} ({unit})" if unit else name)
+        ax.set_xlabel(f"{name} ({unit or _unit(name)})" if unit or _unit(name) else name)
         _big_ticks(ax, grid)
         ax.set_yticks([])
         ax.set_ylim(bottom=0)
@@ -56,10 +56,44 @@ def prior_posterior(path, data: Mapping[str, Any]) -> str:
         spare[0].set_visible(True)
         spare[0].axis("off")
         spare[0].legend(*axes.ravel()[0].get_legend_handles_labels(), loc="center", fontsize=9)
-    else:
-        axes.ravel()[0].legend(loc="upper left", fontsize=8)
+    else:  # in the first panel, above its curves: head room of 40% of the panel's height (no y ticks to move)
+        first = axes.ravel()[0]
+        first.set_ylim(0, 1.4 * max(float(np.max(panels[0]["prior"])), float(np.max(panels[0]["posterior"]))))
+        first.legend(loc="upper left", fontsize=8)
     fig.suptitle(_headline(data["finding"]), fontsize=10.5, fontweight="bold")
     return style.save(fig, path)
+
+
+VISIBLE = 0.05  # a posterior curve within 5% of the panel's height of its prior's everywhere looks the same
+
+
+def moved(panels: list, given) -> list:
+    """The panels worth drawing: an input none of the observed quantities depends on (price or PUE under a
+    GPU-hours figure; chain.depends, under any FLOPs convention) whose posterior looks like its prior (within
+    VISIBLE of the panel's height everywhere) says nothing the reader needs; the rest, or every panel when
+    that would leave none."""
+    from mcflops import chain
+
+    if not given:
+        return list(panels)
+    upstream = {x for o in given for c in chain.CONVENTIONS for x in chain.depends(str(o), c)} | set(given)
+    keep = []
+    for p in panels:
+        f0, f1 = np.asarray(p["prior"], float), np.asarray(p["posterior"], float)
+        top = max(float(np.max(f0, initial=0.0)), float(np.max(f1, initial=0.0)))
+        same = top > 0 and float(np.max(np.abs(f1 - f0), initial=0.0)) <= VISIBLE * top
+        if p["name"] in upstream or not same:
+            keep.append(p)
+    return keep or list(panels)
+
+
+def _unit(name: str) -> str:
+    """The axis unit of an input (mcflops.spec.INPUTS), short; '' for a count of things (tokens, parameters)."""
+    from mcflops.spec import INPUTS
+
+    unit = INPUTS.get(name, ("", "", "", ""))[2]
+    return {"USD/accelerator-hour": "$ per accelerator-hour", "ratio": "ratio", "W": "W",
+            "FLOP/s": "FLOP/s"}.get(unit, "")
 
 
 def _big_ticks(ax, grid: np.ndarray) -> None:

@@ -16,6 +16,8 @@ from mcflops.plots import style
 COLOURS = (style.PRIOR, style.POSTERIOR, style.ACCENT, "#e9a23b", "#6a4c93", "#222222", "#8ab17d", "#b56576")
 DASHES = ("-", "--", "-.", (0, (1, 1.5)))  # two scenarios with the same distribution stay both visible
 LABELS = {"gpu_hours": "GPU-hours", "wall_days": "wall-clock days"}
+LEGEND_COLUMNS = 3
+LEGEND_SHARE = 0.3  # of the figure's width: a legend column under the axes, each name wrapped to fit it
 
 
 def _tick(x) -> str:
@@ -44,11 +46,12 @@ def scenarios(path, cmp: Mapping[str, Any]) -> str:
 
     sc = cmp["scenarios"]
     hist, quantity = sc["hist"], sc["hist"]["quantity"]
-    fig, ax = style.figure(3.4)
+    rows = math.ceil(len(sc["table"]) / LEGEND_COLUMNS)
+    fig, ax = style.figure(2.8 + 0.5 * rows)  # room for the legend's rows under the axes
     for k, (s, e) in enumerate(zip(hist["scenarios"], sc["table"])):
         colour, dash = COLOURS[k % len(COLOURS)], DASHES[k % len(DASHES)]
         q = e.get(quantity) or {}
-        label = (style.wrap(f"{e['tag']}: {e['name']}", 8, share=0.4)
+        label = (style.wrap(f"{e['tag']}: {e['name']}", 8, share=LEGEND_SHARE)
                  + f"\n{_tick(q.get('p50'))} ({_tick(q.get('p5'))}–{_tick(q.get('p95'))})")
         edges, w = np.asarray(s["log_edges"]), np.asarray(s["weights"])
         if s["log_max"] > s["log_min"] and w.size:
@@ -68,9 +71,11 @@ def scenarios(path, cmp: Mapping[str, Any]) -> str:
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_ylim(bottom=0)
     ax.set_yticks([])
-    ax.set_ylabel("density")
+    ax.set_ylabel("density (per log unit)")
     ax.set_xlabel(f"{LABELS.get(quantity, quantity)} (log scale)")
-    ax.legend(loc="upper right", fontsize=8)
+    # under the axes (below the x label): a legend inside them would cover some scenario's curve or tail
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), borderaxespad=0.0, fontsize=8,
+              ncol=min(len(sc["table"]), LEGEND_COLUMNS))
     dist = "posteriors" if cmp.get("distribution") == "posterior" else "priors"
     ax.set_title(style.wrap(f"{len(sc['table'])} scenarios, {LABELS.get(quantity, quantity)} ({dist}): median "
                             "(90% interval) in the legend, dotted lines at the medians", style.RC["axes.titlesize"]))

@@ -68,19 +68,23 @@ def sobol_bars(path, sens: Mapping[str, Any]) -> str:
     names = sorted(s, key=lambda n: -s[n]["total"])
     x = np.arange(len(names))
     fig, ax = style.figure(3.0)
-    first = [s[n]["first"] for n in names]
-    total = [s[n]["total"] for n in names]
+    clip = lambda v: min(max(float(v), 0.0), 1.0)  # noqa: E731 - a share in [0, 1]; past it is Monte Carlo error
+    first = [clip(s[n]["first"]) for n in names]
+    total = [clip(s[n]["total"]) for n in names]
     ax.bar(x - 0.2, first, 0.38, yerr=[2 * s[n]["first_se"] for n in names], color=style.PRIOR, capsize=3,
            label="first-order (alone)")
     ax.bar(x + 0.2, total, 0.38, yerr=[2 * s[n]["total_se"] for n in names], color=style.ACCENT, capsize=3,
            label="total (with interactions)")
     ax.set_xticks(x, [_label(n) for n in names])
-    ax.set_ylabel("share of variance")
-    ax.set_ylim(0, max(1.0, max(total, default=0) * 1.1))
-    ax.legend(loc="upper right")
+    ax.set_ylabel("share of the variance (0 to 1)")
+    ax.set_ylim(0, 1.1)
+    ax.legend(loc="best")
     info = sens.get("sobol_info", {})
-    if names:
-        ax.set_title(f"{_label(names[0])} explains {100 * s[names[0]]['first']:.0f}% of the variance of "
+    if len(names) == 1:
+        ax.set_title(f"{_label(names[0])} is the only uncertain input: all of the variance of "
+                     f"log {_label(sens['output'])}")
+    elif names:
+        ax.set_title(f"{_label(names[0])} explains {100 * first[0]:.0f}% of the variance of "
                      f"log {_label(sens['output'])}")
     ax.text(0.0, -0.28, f"Sobol indices, {info.get('base_samples', 0):,} base draws; bars: ±2 standard errors",
             transform=ax.transAxes, fontsize=7.5, color="#666666")
@@ -97,7 +101,12 @@ def sweep_fan(path, sw: Mapping[str, Any]) -> str:
     ax.fill_between(x, q["p5"], q["p95"], color=style.PRIOR, alpha=0.3, lw=0, label="90% interval")
     ax.fill_between(x, q["p25"], q["p75"], color=style.PRIOR, alpha=0.55, lw=0, label="50% interval")
     ax.plot(x, q["p50"], color=style.POSTERIOR, lw=1.8, marker="o", ms=3, label="median")
-    ax.set_xlabel(_label(sw["input"]))
+    pct = sw["input"] in ("mfu", "goodput")  # a fraction: shown in %, as the report states it
+    if pct:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{100 * v:g}"))
+    ax.set_xlabel(f"{_label(sw['input'])} (%)" if pct else _label(sw["input"]))
     ax.set_ylabel(_label(sw["output"]))
     _ticks(ax, "y")
     ax.legend(loc="best")
@@ -122,12 +131,14 @@ def plan_curve(path, plan: Mapping[str, Any]) -> str:
     if cl and "prob_within_deadline" in cl:
         ax.plot([cl["gpus"]], [cl["prob_within_deadline"]], "o", color=style.OBSERVED,
                 label=f"{cl['gpus']:,} (the file's cluster): {100 * cl['prob_within_deadline']:.0f}%")
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     if g.max() > 5 * g.min():
         ax.set_xscale("log")
-        from matplotlib.ticker import NullFormatter
-
+        # 1, 2 and 5 of each decade labelled: a count between powers of ten can be read off the axis
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_minor_formatter(NullFormatter())
-    _ticks(ax)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:,.0f}"))  # whole accelerators: 2,000, 10,000
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("accelerators")
     ax.set_ylabel(f"P(done within {_g(c['days'])} days)")
@@ -170,8 +181,10 @@ def compare_ratio(path, cmp: Mapping[str, Any]) -> str:
     if lo <= 1.0 <= hi:
         ax.axvline(1.0, color=style.OBSERVED, lw=0.8, ls=":", label="B = A")
     ax.axvline(r["p50"], color=style.POSTERIOR, lw=1.5, label=f"median {r['p50']:.3g}")
-    ax.set_xlabel(style.wrap(f"{cmp['b']['name']} / {cmp['a']['name']} ({_label(cmp['output'])}); {_draws(cmp)}"))
+    ax.set_xlabel(style.wrap(f"{cmp['b']['name']} / {cmp['a']['name']} ({_label(cmp['output'])}); {_draws(cmp)}",
+                             share=0.9))  # the y label takes a tenth of the width
     ax.set_yticks([])
+    ax.set_ylabel("share of the draws")
     ax.legend(loc="best")
     if r["max"] > r["min"]:
         title = (f"B / A: median x{r['p50']:.3g} (90%: {r['p5']:.3g} to {r['p95']:.3g}); "

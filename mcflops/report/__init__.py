@@ -3,13 +3,15 @@
 Computation-free: everything comes from ``summary.json``, ``spec.resolved.yaml`` and the figures
 (PNG) in the folder, so ``mcflops report DIR`` re-renders without sampling (and without JAX).
 Each section renders from whatever is present and says "not computed" for what is not; a new run (one
-that observes nothing) has no section on the published figure. Sections are numbered in the order they
-appear (:func:`numbered`). This package returns strings; the CLI writes them.
+that observes nothing) has no section on the published figure. Each note is stated once (:func:`once`).
+Sections are numbered in the order they appear (:func:`numbered`). This package returns strings; the CLI
+writes them.
 
 - :mod:`.blocks`: paragraphs, tables, figures; numbers in a reader's units
 - :mod:`.planning`: the answers to the file's ``plan:`` block, when it has one
 - :mod:`.sections`: the headline, the napkin chain, the assumptions, reproducibility;
-  :mod:`.posterior`: what the published figure implies; :mod:`.drivers`: what drives it
+  :mod:`.posterior`: what the published figure implies; :mod:`.drivers`: what drives it (one share per input);
+  :mod:`.appendix`: every variance table; :mod:`.priors`: a prior in words (a derived one by its quantiles)
 - :mod:`.markup`: Markdown and HTML, with all escaping
 """
 
@@ -20,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from mcflops import reading
+from mcflops.report import appendix
 from mcflops.report import drivers
 from mcflops.report import layout as layout_section
 from mcflops.report import planning
 from mcflops.report import posterior
 from mcflops.report import sections
-from mcflops.report.blocks import HEADLINE_FIGURE, Document, Fig, Section, caption, observes, used_figures
+from mcflops.report.blocks import HEADLINE_FIGURE, Document, Fig, Items, P, Section, caption, observes, used_figures
 from mcflops.report.markup import md_escape, png_size, to_html, to_markdown
 
 FILES = ("report.md", "report.html")
@@ -83,21 +86,51 @@ def build(run: Run) -> Document:
     meta = (f"mcflops {s.get('version', '?')} · seed {s.get('seed', '?')} · "
             f"{_count(s.get('samples'))} draws · FLOPs convention {s.get('flops_convention', '?')} · "
             f"spec {s.get('spec_hash', '?')}")
-    parts = [sections.headline(run), sections.napkin(run)]
+    # the answer first, then the plan, then what drives it, then the assumptions; the rest of the variance
+    # tables at the end (a reviewer's reading order)
+    parts = [sections.headline(run), planning.planning(run)]  # planning: only when the file has a plan: block
     if observes(run):  # a new run has no published figure to speak of
         parts.append(posterior.implied(run))
-    plan = planning.planning(run)  # only when the file has a plan: block
     lay = layout_section.layout(run)  # only when the MFU prior comes from a parallel layout
-    parts += [*([lay] if lay is not None else []), drivers.drivers(run), *([plan] if plan is not None else []),
-              sections.assumptions(run),
-              sections.reproducibility(run)]
-    rest = [n for n in run.figures if n not in used_figures(run)]
+    parts += [drivers.drivers(run), lay, sections.napkin(run), sections.assumptions(run),
+              sections.reproducibility(run), appendix.appendix(run)]
+    parts = [p for p in parts if p is not None]
+    in_appendix = any(p.id == "appendix" for p in parts)  # the Sobol figure is the appendix's when it has one
+    rest = [n for n in run.figures if n not in used_figures(run) or (not in_appendix and "sobol" in n.lower())]
     if rest:
         parts.append(Section("figures", "Other figures", [Fig(n, run.figures[n], caption(n)) for n in rest]))
-    return Document(f"{name}: training compute", str(s.get("description") or ""), meta, numbered(parts))
+    return Document(f"{name}: training compute", str(s.get("description") or ""), meta, numbered(once(parts)))
 
 
-UNNUMBERED = frozenset({"figures"})  # appendix-like sections keep their bare title
+UNNUMBERED = frozenset({"figures", "appendix"})  # appendix-like sections keep their bare title
+
+
+def once(parts: list[Section]) -> list[Section]:
+    """Each note stated once in the document: a note paragraph ("Note: ...") or a note in a list of notes that
+    an earlier section already stated is dropped (the first place a note appears is the one it belongs to)."""
+    seen: set[str] = set()
+
+    def key(text: str) -> str:
+        return " ".join(text.removeprefix("Note: ").split())
+
+    for sec in parts:
+        kept = []
+        for b in sec.blocks:
+            if isinstance(b, P) and b.cls == "note" and len(b.parts) == 1 and isinstance(b.parts[0], str):
+                if key(b.parts[0]) in seen:
+                    continue
+                seen.add(key(b.parts[0]))
+            elif isinstance(b, Items) and b.notes:
+                items = [i for i in b.items if not (len(i) == 1 and key(str(i[0])) in seen)]
+                seen.update(key(str(i[0])) for i in items if len(i) == 1)
+                if not items:
+                    if kept and isinstance(kept[-1], P):  # the list's lead-in ("... what to check:") goes too
+                        kept.pop()
+                    continue
+                b = Items(items, b.ordered, notes=True)
+            kept.append(b)
+        sec.blocks = kept
+    return parts
 
 
 def numbered(parts: list[Section]) -> list[Section]:
@@ -115,4 +148,4 @@ def _count(n: Any) -> str:
 
 
 __all__ = ["render", "build", "load", "to_markdown", "to_html", "md_escape", "png_size", "Run", "Document",
-           "Section", "FILES", "HEADLINE_FIGURE", "numbered", "observes"]
+           "Section", "FILES", "HEADLINE_FIGURE", "numbered", "observes", "once"]

@@ -51,6 +51,7 @@ class Fig:
 class Items:
     items: Sequence[Sequence[Any]]
     ordered: bool = False
+    notes: bool = False  # each item is a note: the document states each note once (report.once)
 
 
 @dataclass
@@ -112,10 +113,11 @@ def _parts(name: str, x: float, d: int) -> tuple[str, str, str]:
         return "$", f"{x:.2f}", "/h"
     if name == "energy_mwh":
         return "", f"{x:,.0f}" if x >= 100 else f"{x:.{d}g}", " MWh"
-    if name == "power":
-        return "", f"{x:.{d}g}", " W"
-    if name == "peak_flops":
-        return "", format_number(x, 4), " FLOP/s"
+    if name == "power":  # watts per accelerator: 700 W, 1.2 kW (never "1.000K")
+        return ("", f"{x / 1e3:.{d}g}", " kW") if x >= 999.5 else ("", f"{x:.{d}g}", " W")
+    if name == "peak_flops":  # per accelerator in TFLOP/s, as datasheets give it: 989.4 TFLOP/s, 2,250 TFLOP/s
+        t = x / 1e12
+        return "", f"{t:,.0f}" if t >= 1e3 else f"{t:.{max(d, 4)}g}", " TFLOP/s"
     if name == "pue":
         return "", sig(x, d), ""
     return "", format_number(x, max(d, 3)), ""

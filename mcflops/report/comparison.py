@@ -108,10 +108,15 @@ def _inputs(d, number: int = 2) -> Section:
                          C("{relative_to: A.yaml, ratio: <prior>}"), " is A's draw times an independent ratio draw ",
                          "(", B("ratio to A"), "): B / A for it is the ratio prior. Which one fits is a modelling "
                          "choice: coupling makes B / A narrower when the two inputs really move together."]))
+    from mcflops.report.priors import summarized
+
+    # a fixed value in its unit and a derived prior by its quantiles (analysis.scenarios' summaries), not as text
+    summ = {e.get("name"): e.get("summary") or [None, None] for e in (d.get("scenarios") or {}).get("inputs") or ()}
     rows = []
     for row in d.get("inputs") or []:
-        rho = row.get("spearman")
-        rows.append([label(str(row.get("name"))), str(row.get("a") or "absent"), str(row.get("b") or "absent"),
+        rho, name = row.get("spearman"), str(row.get("name"))
+        sa, sb = (summ.get(name) or [None, None])[:2]
+        rows.append([label(name), summarized(name, sa, row.get("a")), summarized(name, sb, row.get("b")),
                      _DRAWS.get(row.get("draws"), str(row.get("draws"))), f"{rho:g}" if num(rho) else "–"])
     sec.blocks.append(Table(["input", "A", "B", "draws", "rank correlation"], rows, num=frozenset({4}),
                             src=frozenset({1, 2}), stack=True))

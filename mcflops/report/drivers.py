@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from mcflops.numbers import format_number
 from mcflops.report.blocks import _SENS, B, C, P, Section, Sub, Table, _fig_blocks, _figs, fmt, interval, label, missing, num
+from mcflops.report.appendix import _sobol_records
 from mcflops.report.planning import FIGURE as PLAN_FIGURE
 
 # ---- drivers -------------------------------------------------------------------------------
@@ -56,9 +57,11 @@ def data_blocks(obj: Any, title: str, depth: int = 0) -> list:
 
 
 def drivers(run) -> Section:
+    """The tornado and each input's share of the variance in one table, the tornado figure, the sweeps; the
+    other variance tables (Sobol and Shapley, log and linear; correlations) are the appendix's."""
     sec = Section("drivers", "What drives it")
     sens = run.summary.get("sensitivity")
-    figs = [n for n in _figs(run, _SENS) if n != PLAN_FIGURE]  # the plan curve: the planning section's
+    figs = [n for n in _figs(run, _SENS) if n != PLAN_FIGURE and "sobol" not in n.lower()]  # sobol: the appendix's
     if not isinstance(sens, Mapping) or not sens:
         sec.blocks.append(missing("no sensitivity analysis in summary.json"))
         sec.blocks += _fig_blocks(run, figs)
@@ -71,51 +74,76 @@ def drivers(run) -> Section:
         shown.update(mine)
         return _fig_blocks(run, mine)
 
-    sec.blocks.append(Sub("Tornado"))
     tor = sens.get("tornado")
     bars = tor.get("inputs") if isinstance(tor, Mapping) else None
-    if isinstance(bars, list) and bars and all(isinstance(b, Mapping) and num(b.get("at_p5")) and
-                                               num(b.get("at_p95")) for b in bars):
-        sec.blocks += _tornado(out, tor, bars)
+    standard = isinstance(bars, list) and bars and all(isinstance(b, Mapping) and num(b.get("at_p5")) and
+                                                       num(b.get("at_p95")) for b in bars)
+    share = shares(sens)
+    if standard:
+        sec.blocks += _tornado(out, tor, bars, share)
     elif tor:
         sec.blocks += data_blocks(tor, "Tornado")
     else:
         sec.blocks.append(missing("no tornado in summary.json"))
-    sec.blocks += figures("tornado")
-
-    sec.blocks.append(Sub("Sobol indices"))
-    info = sens.get("sobol_info") if isinstance(sens.get("sobol_info"), Mapping) else {}
-    found = False
-    for key, scale in (("sobol", f"log {label(out)}"), ("sobol_linear", label(out))):
-        for path, recs in _sobol_records(sens.get(key)):
-            sec.blocks += _sobol_table(run, " / ".join((scale, *path)), recs, info)
-            found = True
-    if not found:
+    if share is None:
         why = "; ".join(str(n) for n in sens.get("notes") or () if "sobol" in str(n).lower() or "correlat" in str(n))
-        sec.blocks.append(missing(f"no Sobol indices in summary.json{': ' + why if why else ''}"))
-    sec.blocks += figures("sobol")
-    sec.blocks += _shapley(out, sens)
-    corr = sens.get("correlations")
-    if isinstance(corr, Mapping) and any(isinstance(v, Mapping) for v in corr.values()):
-        sec.blocks += _correlations(out, corr)
-
-    sec.blocks.append(Sub("Sweeps"))
+        sec.blocks.append(missing(f"no variance shares in summary.json{': ' + why if why else ''}"))
+    elif not standard:
+        sec.blocks.append(share_table(out, share))
+    sec.blocks += figures("tornado")
     sweeps = sens.get("sweeps")
     if isinstance(sweeps, Mapping) and sweeps:
+        sec.blocks.append(Sub("Sweeps"))
         for name, sw in sweeps.items():
             ok = isinstance(sw, Mapping) and isinstance(sw.get("values"), list) and isinstance(sw.get("p50"), list)
             sec.blocks += _sweep(str(name), str(sw.get("output", out)), sw) if ok else data_blocks(sw, f"Sweep {name}")
     else:
-        sec.blocks.append(missing("no sweep (add ", C("sensitivity: {sweep: {mfu: [0.30, 0.45]}}"),
-                                  " to the prior file)"))
+        sec.blocks.append(P(["No sweep: ", C("sensitivity: {sweep: {mfu: [0.30, 0.45]}}"), " in the prior file "
+                             "adds one (the output along a grid of one input)."], "missing"))
     sec.blocks += figures("sweep") + figures("fan")
-    for note in sens.get("notes") or ():
-        sec.blocks.append(P([f"Note: {note}"], "note"))
     sec.blocks += _fig_blocks(run, [n for n in figs if n not in shown])
     return sec
 
 
-def _tornado(out: str, tor: Mapping, bars: list) -> list:
+def shares(sens: Mapping) -> dict[str, Any] | None:
+    """Each input's share of the variance of the log output: its Shapley effect (defined with correlated inputs
+    too, and adding up to 1; Owen 2014), else its first-order Sobol index (Saltelli 2010); {"kind", "by":
+    {input: share}}, each share clipped to [0, 1] (an estimate can stray past either end by its error)."""
+    for key, kind, field in (("shapley", "Shapley effect", "effect"), ("sobol", "first-order Sobol index", "first")):
+        recs = sens.get(key)
+        if key == "sobol":  # the first table of indices, however deep summary.json nests it
+            recs = next((r for _, r in _sobol_records(recs)), None)
+        if not isinstance(recs, Mapping):
+            continue
+        by = {str(k): min(max(float(v[field]), 0.0), 1.0) for k, v in recs.items()
+              if isinstance(v, Mapping) and num(v.get(field))}
+        if by:
+            return {"kind": kind, "by": by}
+    return None
+
+
+def _share_cell(share: Mapping | None, name: str) -> str:
+    if share is None or name not in share["by"]:
+        return "n/a"
+    if len(share["by"]) == 1:
+        return "all (the only uncertain input)"
+    return f"{100 * share['by'][name]:.0f}%"
+
+
+def share_table(out: str, share: Mapping) -> Table:
+    order = sorted(share["by"], key=lambda k: -share["by"][k])
+    return Table(["input", f"share of the variance of log {label(out)}"],
+                 [[label(k), _share_cell(share, k)] for k in order], num=frozenset({1}),
+                 caption=_share_caption(out, share))
+
+
+def _share_caption(out: str, share: Mapping) -> str:
+    return (f"Share: each input's {share['kind']} for log {label(out)} under the priors, clipped to 0-100% (the "
+            "shares add up to at most 100%; the rest is interactions). The other variance tables are in the "
+            "appendix.")
+
+
+def _tornado(out: str, tor: Mapping, bars: list, share: Mapping | None = None) -> list:
     base = tor.get("base")
     top = bars[0]
     inp = str(top.get("input"))
@@ -124,59 +152,22 @@ def _tornado(out: str, tor: Mapping, bars: list) -> list:
     if num(base):
         lead.append(f", a swing of {100 * abs(top['at_p95'] - top['at_p5']) / base:.0f}% of the "
                     f"{fmt(out, base)} with every input at its median.")
+    if share is not None and inp in share["by"]:
+        lead.append(f" It carries {_share_cell(share, inp)} of the variance of log {label(out)}."
+                    if len(share["by"]) > 1 else " It is the only uncertain input.")
     rows = [[label(str(b.get("input"))), f"{fmt(str(b.get('input')), b.get('input_p5'))} → {fmt(out, b['at_p5'])}",
              f"{fmt(str(b.get('input')), b.get('input_p95'))} → {fmt(out, b['at_p95'])}",
              f"{100 * abs(b['at_p95'] - b['at_p5']) / base:.1f}%" if num(base) else "n/a"] for b in bars]
+    header = ["input", f"at its p5 → {label(out)}", f"at its p95 → {label(out)}", "swing"]
     others = "at their medians given it (the prior's correlations)" if tor.get("conditional") else "at their medians"
-    return [P(lead), Table(["input", f"at its p5 → {label(out)}", f"at its p95 → {label(out)}", "swing"], rows,
-                           num=frozenset({1, 2, 3}), caption=f"Each uncertain input at its p5 and p95, the others "
-                           f"{others}; sorted by swing (% of the all-medians value).")]
-
-
-def _shapley(out: str, sens: Mapping) -> list:
-    """Shapley effects (Owen 2014): each input's share of the output's variance, defined with correlated
-    inputs too (where Sobol indices are not); they add up to 1."""
-    info = sens.get("shapley_info") if isinstance(sens.get("shapley_info"), Mapping) else {}
-    blocks: list = []
-    for key, scale in (("shapley", f"log {label(out)}"), ("shapley_linear", label(out))):
-        recs = sens.get(key)
-        if not isinstance(recs, Mapping):
-            continue
-        recs = {k: v for k, v in recs.items() if isinstance(v, Mapping) and num(v.get("effect"))}
-        if not recs:
-            continue
-        order = sorted(recs, key=lambda k: -recs[k]["effect"])
-        rows = [[label(k), f"{recs[k]['effect']:.3f}" + (f" ± {recs[k]['se']:.3f}" if num(recs[k].get("se")) else "")]
-                for k in order]
-        if not blocks:
-            blocks.append(Sub("Shapley effects"))
-            corr = " (the inputs are correlated: these shares account for it)" if info.get("correlated") else ""
-            blocks.append(P([B(label(order[0])), f" carries the largest share of the variance of {scale}: "
-                             f"{recs[order[0]]['effect']:.2f}{corr}. Shapley effects split the variance among the "
-                             "inputs, interactions and dependence shared fairly, and add up to 1."]))
-        first = len(blocks) == 2  # the estimator is named under the first table only
-        blocks.append(Table(["input", "Shapley effect (± s.e.)"], rows, num=frozenset({1}),
-                            caption=f"Shapley effects of {scale}" + (f" ({info['estimator']})" if first and
-                                                                     info.get("estimator") else "") + "."))
-    return blocks
-
-
-def _correlations(out: str, corr: Mapping) -> list:
-    cols, data = [], {}
-    for which, block in corr.items():
-        if not isinstance(block, Mapping):
-            continue
-        for kind, name in (("pearson_log", "Pearson (logs)"), ("spearman", "Spearman (ranks)")):
-            if isinstance(block.get(kind), Mapping):
-                cols.append(f"{which}: {name}")
-                for inp, v in block[kind].items():
-                    data.setdefault(inp, {})[cols[-1]] = v
-    if not cols:
-        return []
-    rows = [[label(k), *(f"{v[c]:+.2f}" if num(v.get(c)) else "n/a" for c in cols)] for k, v in data.items()]
-    return [Table(["input", *cols], rows, num=frozenset(range(1, len(cols) + 1)),
-                  caption=f"Correlation of each input with {label(out)} (meaningful with correlated inputs, where "
-                  "Sobol indices are not).")]
+    caption = (f"Each uncertain input at its p5 and p95, the others {others}; sorted by swing (% of the "
+               "all-medians value).")
+    if share is not None:
+        header.append("share of the variance")
+        for row, b in zip(rows, bars):
+            row.append(_share_cell(share, str(b.get("input"))))
+        caption += " " + _share_caption(out, share)
+    return [P(lead), Table(header, rows, num=frozenset(range(1, len(header))), caption=caption)]
 
 
 def _sweep(name: str, out: str, sw: Mapping) -> list:
@@ -192,38 +183,3 @@ def _sweep(name: str, out: str, sw: Mapping) -> list:
     rows = [[fmt(name, v), fmt(out, b), fmt(out, a), fmt(out, c)] for v, a, b, c in zip(vals, p50, p5, p95)]
     return [P(text), Table([label(name), "p5", "median", "p95"], rows, num=frozenset({0, 1, 2, 3}),
                            caption=f"{label(out)} along the sweep of {label(name)}.")]
-
-
-def _sobol_records(obj: Any, path: tuple = (), depth: int = 0):
-    """(path, {input: {first, total, ...}}) of every Sobol table inside ``obj``."""
-    if not isinstance(obj, Mapping) or depth > 3:
-        return
-    recs = {k: v for k, v in obj.items() if isinstance(v, Mapping) and num(v.get("first")) and num(v.get("total"))}
-    if recs:
-        yield path, recs
-        return
-    for k, v in obj.items():
-        yield from _sobol_records(v, (*path, str(k)), depth + 1)
-
-
-def _sobol_table(run, where: str, recs: Mapping, info: Mapping) -> list:
-    order = sorted(recs, key=lambda k: -recs[k]["total"])
-
-    def pm(r: Mapping, k: str) -> str:
-        se = r.get(f"{k}_se")
-        return f"{r[k]:.3f} ± {se:.3f}" if num(se) else f"{r[k]:.3f}"
-
-    top = recs[order[0]]
-    first_sum = sum(r["first"] for r in recs.values())
-    out = [P([f"{where}: ", B(label(order[0])), f" explains the most: first-order index {top['first']:.2f}, "
-              f"total {top['total']:.2f} (1 = all of the variance). The first-order indices add up to "
-              f"{first_sum:.2f}" + (": the output is close to additive in these inputs." if abs(first_sum - 1) < 0.05
-                                    else ": interactions carry the rest.")]),
-           Table(["input", "first-order (± s.e.)", "total (± s.e.)"], [[label(k), pm(recs[k], "first"),
-                 pm(recs[k], "total")] for k in order], num=frozenset({1, 2}),
-                 caption=f"Sobol indices of {where}" + (f" ({info['estimators']}; {info.get('base_samples', '?')} "
-                                                        "base draws)" if info.get("estimators") else "") + ".")]
-    if "posterior" in where.lower() or (run.spec is not None and run.spec.correlations):
-        out.append(P(["Caution: Sobol indices assume independent inputs; these inputs are correlated "
-                      "(a copula, or the posterior's MFU-goodput ridge), so read the indices as rough."], "note"))
-    return out

@@ -7,6 +7,7 @@ statistics. A section whose inputs are missing says "not computed" instead of fa
 
 from __future__ import annotations
 
+import math
 import shlex
 from typing import Mapping
 
@@ -14,6 +15,7 @@ from mcflops import chain
 from mcflops.numbers import format_number
 from mcflops.spec import INPUTS
 from mcflops.priors import calibrated
+from mcflops.report.priors import words as prior_words
 from mcflops.report.blocks import HEADLINE_FIGURE, IMPLIED, B, Box, C, Fig, Items, P, Section, Sub, Table, _accelerator, _and, _count, failed_checks, headline_caption, observes, fmt, interval, label, median_ci, missing, num, ordinal, posterior_warning, stat
 
 # ---- headline ------------------------------------------------------------------------------------
@@ -226,9 +228,9 @@ def assumptions(run) -> Section:
     for name, d in spec.priors.items():
         st = stat(prior, name)
         ci = "fixed" if d.family == "point" else interval(name, st.get("p5"), st.get("p95")) if st else "n/a"
-        short = calibrated.describe(d)  # a calibrated prior: what it is and its interval, not its quantile table
-        meaning = calibrated.LABEL if short else INPUTS.get(name, ("", "", "", ""))[3]
-        rows.append([[C(name)], meaning, short or d.describe(), ci, d.source or "none given"])
+        # a derived prior (a recipe's, the calibrated one) by its quantiles and its recipe, not its mixture
+        meaning = calibrated.LABEL if calibrated.describe(d) else INPUTS.get(name, ("", "", "", ""))[3]
+        rows.append([[C(name)], meaning, prior_words(name, d, spec), ci, d.source or "none given"])
     sec.blocks.append(Table(["input", "meaning", "prior", "90% interval", "source"], rows, num=frozenset({3}),
                             src=frozenset({4}), caption="Every prior, with its distribution and its source.",
                             stack=True))
@@ -241,9 +243,14 @@ def assumptions(run) -> Section:
             obs.append([[C(n)], what, o.source or "none given"])
         sec.blocks.append(Table(["observed", "figure and noise", "source"], obs, src=frozenset({2}),
                                 caption="What the run is conditioned on.", stack=True))
-    if spec.notes:  # the defaults the file relies on and the priors that look like mistakes (mcflops.spec.notes)
-        sec.blocks += [P(["What the prior file leaves to the defaults, and what to check:"]),
-                       Items([[n] for n in spec.notes])]
+    # the defaults the file relies on, the priors that look like mistakes (mcflops.spec.notes), then the run's
+    # notes no other section states: each note once in the document (report.once drops a later copy)
+    post = run.summary.get("posterior") if isinstance(run.summary.get("posterior"), Mapping) else {}
+    said = set(post.get("findings") or ())  # the posterior's findings: its section states them in its own words
+    notes = list(dict.fromkeys([*spec.notes, *(str(n) for n in run.summary.get("notes") or () if n not in said)]))
+    if notes:
+        sec.blocks += [P(["Notes: what the prior file leaves to the defaults, what the run assumed, and what to "
+                          "check:"]), Items([[n] for n in notes], notes=True)]
     if spec.architecture is not None:
         a = spec.architecture.__dict__  # widths and counts (integers), a preset or config path, flags
 
@@ -272,8 +279,13 @@ def reproducibility(run) -> Section:
             rows.append(["effective sample size", f"{post['ess']:,.0f}{frac}"])
         k = post.get("pareto_k")
         if num(k):
-            verdict = "reliable" if k < 0.5 else "usable" if k < 0.7 else "unreliable (above 0.7)"
-            rows.append(["Pareto k-hat (PSIS, Vehtari et al. 2024)", f"{k:.2f}: {verdict}"])
+            n = s.get("samples") if isinstance(s.get("samples"), int) else 0
+            # min(1 - 1/log10 S, 0.7): Vehtari et al. 2024, Sec. 3.2 (inference.psis.khat_threshold, not
+            # imported: that package brings JAX, and the report renders without it)
+            thr = min(1.0 - 1.0 / math.log10(n), 0.7) if n > 10 else 0.7
+            verdict = "reliable" if k <= thr else "unreliable: do not quote the posterior"
+            rows.append([f"importance-sampling reliability (Pareto k-hat of the weights, PSIS; reliable up to "
+                         f"{thr:.2f}, Vehtari et al. 2024)", f"{verdict} (k-hat {k:.2f})"])
         rhat = post.get("rhat", post.get("r_hat"))
         if isinstance(rhat, Mapping):
             rhat = max((v for v in rhat.values() if num(v)), default=None)
@@ -297,11 +309,9 @@ def reproducibility(run) -> Section:
     if num(t.get("total_s")):
         rows.append(["run time", f"{t['total_s']:.1f} s"])
     sec.blocks.append(Table(["", ""], rows))
-    said = set(post.get("findings") or ()) if post else set()  # the posterior's section states those
-    said |= set(run.spec.notes) if run.spec is not None else set()  # section 5 states these
-    for note in s.get("notes") or []:
-        if note not in said:
-            sec.blocks.append(P([f"Note: {note}"], "note"))
+    if run.spec is None:  # the assumptions section has no spec to list, so the run's notes are stated here
+        notes = [n for n in s.get("notes") or [] if n not in set(post.get("findings") or ())]
+        sec.blocks += [P([f"Note: {n}"], "note") for n in notes]
     q = shlex.quote(run.label)
     cmds = [[C(f"mcflops run {q}/spec.resolved.yaml --out {q}")], [C(f"mcflops report {q}")]]
     if s.get("file"):

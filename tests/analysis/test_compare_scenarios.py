@@ -158,3 +158,53 @@ def test_figures_fit_their_axes_to_the_data_and_clip_no_label(three, monkeypatch
     r = two["ratio"]
     assert lo <= r["min"] and hi >= r["max"] and (hi - lo) < 1.3 * (r["max"] - r["min"])
     _inside(fig)
+
+
+def test_scenarios_legend_covers_no_curve(three, monkeypatch):
+    """The legend lies outside the axes (no curve, tail or median line under it) and inside the figure."""
+    from mcflops.plots import scenarios as plots
+
+    specs, res, _ = three
+    fig = _captured(monkeypatch, plots.scenarios, {"scenarios": res, "distribution": "prior"})
+    r = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    leg, box = ax.get_legend().get_window_extent(r), ax.get_window_extent(r)
+    assert not leg.overlaps(box), (leg, box)
+    W, H = fig.canvas.get_width_height()
+    assert leg.x0 >= 0 and leg.y0 >= 0 and leg.x1 <= W and leg.y1 <= H
+    assert not leg.overlaps(ax.xaxis.label.get_window_extent(r))  # nor under the axis label
+    _inside(fig)
+
+
+def test_the_count_note_is_stated_once(three):
+    """With three scenarios, what moves with the accelerator count is one note, each scenario named once in it
+    with the count its prior was set for."""
+    specs, res, _ = three
+    held = [n for n in res["notes"] if "what moves with the accelerator count" in n]
+    assert len(held) == 1, held
+    note = held[0]
+    assert note.count("held at") == 1  # A, B and C hold the same things: one clause for the three
+    for tag, s in zip(("A", "B", "C"), specs):
+        assert f"{tag} {s.hardware.count:,}" in note
+
+
+def test_two_files_are_one_pass_with_the_pair_pass_answer(monkeypatch):
+    """`compare A B` reads B / A from the scenarios' pass: one pass over the draws, and exactly the answer the
+    separate B / A pass (analysis.compare.compare) gives on the same key (the same draws, rows and histograms;
+    exact equality: one machine, one process). An output the scenarios' pass does not hold keeps that pass."""
+    from mcflops import engine
+    from mcflops.analysis import compare as pair
+
+    passes = []
+    for mod in (sc, pair):
+        real = mod.reduce
+        monkeypatch.setattr(mod, "reduce", lambda *a, _real=real, **k: passes.append(1) or _real(*a, **k))
+    got = mcflops.compare(str(H100), str(B200), samples=20_000)
+    assert len(passes) == 1
+    specs = [mcflops.load_spec(f) for f in (H100, B200)]
+    want = pair.compare(*specs, samples=20_000, key=engine.seed_key(specs[0].seed))
+    assert {k: got[k] for k in want if k != "notes"} == {k: v for k, v in want.items() if k != "notes"}
+    assert got["notes"][:len(want["notes"])] == want["notes"]  # then the scenarios' own notes
+    passes.clear()
+    mcflops.compare(str(H100), str(B200), samples=20_000, output="flops")
+    assert len(passes) == 2  # FLOPs: not a scenarios quantity, so the B / A pass runs too

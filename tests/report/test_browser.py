@@ -176,3 +176,23 @@ def test_scenario_report_in_chromium_clips_nothing(browser, scenario_dir):
         assert min(r.min() for r in ring) >= 235, "ink at the figure's edge: something is cut off"
     finally:
         ctx.close()
+
+
+def test_run_report_figures_clip_nothing(browser, run_dir):
+    """Every figure of the run report, as Chromium shows it: its outermost pixels are the white background (a
+    label, tick or legend cut at the figure's edge would leave ink there)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    ctx, page, _ = _open(browser, run_dir, viewport={"width": 1100, "height": 900})
+    try:
+        figs = page.locator("img").all()
+        assert len(figs) == len(list(run_dir.glob("*.png"))) >= 5
+        for i, img in enumerate(figs):
+            px = np.asarray(Image.open(io.BytesIO(img.screenshot())).convert("L"))
+            ring = [px[:2].ravel(), px[-2:].ravel(), px[:, :2].ravel(), px[:, -2:].ravel()]
+            assert min(r.min() for r in ring) >= 235, f"figure {i} ({img.get_attribute('alt')}): ink at its edge"
+    finally:
+        ctx.close()

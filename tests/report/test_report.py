@@ -215,8 +215,10 @@ def test_headline_numbers_and_section_order(run_dir):
     assert f"{s['observed']['gpu_hours']['value'] / 1e6:.4g}M" in page
     assert f"{round(s['observed']['gpu_hours']['prior_percentile'])}" in page
     assert f"{100 * s['posterior']['mfu']['p50']:.1f}%" in page
-    titles = ["1. Headline", "2. The napkin chain", "3. What the published figure implies", "4. What drives it",
-              "5. Assumptions", "6. Reproducibility"]
+    # the answer, what the figure implies, what drives it, then how (napkin, assumptions, reproducibility), and the
+    # variance tables last
+    titles = ["1. Headline", "2. What the published figure implies", "3. What drives it", "4. The napkin chain",
+              "5. Assumptions", "6. Reproducibility", "Appendix: every variance table"]
     body = page[page.index(titles[0], page.index(titles[-1])):]  # after the table of contents
     pos = [body.index(t) for t in titles]
     assert pos == sorted(pos)
@@ -231,10 +233,19 @@ def test_assumptions_list_every_prior_with_its_source(run_dir):
     table = html_text.split('id="assumptions"', 1)[1].split("</table>", 1)[0]
     rows = {r[0]: r for r in Cells(table).rows[1:]}
     assert set(rows) == set(spec.priors)  # every prior, no other row
+    from mcflops.numbers import parse_number
+
+    units = {"power": (" W", 1.0), "peak_flops": (" TFLOP/s", 1e12)}
     for name, d in spec.priors.items():
-        assert rows[name][2] == " ".join(d.describe().split()), name
+        if d.family == "point":  # a fixed value in its unit, to 4 significant digits
+            unit, scale = units.get(name, ("", 1.0))
+            cell = rows[name][2].removesuffix(unit).replace(",", "")
+            shown = parse_number(cell.rstrip("%")) / (100 if cell.endswith("%") else 1) * scale
+            assert abs(shown / d.params["value"] - 1) < 5e-4, (name, rows[name][2])
+        else:
+            assert rows[name][2] == " ".join(d.describe().split()), name
         assert rows[name][4] == " ".join((d.source or "none given").split()), name
-    assert rows["params"][3] == "fixed"
+    assert rows["params"][3] == "fixed" and rows["params"][2] == "405.9B"
     # the mfu interval shown is the prior's p5-p95: scipy's beta(mean 0.4, sd 0.03) quantiles within 4 Monte Carlo
     # standard errors of a quantile, sqrt(p(1-p)/n) / pdf(q) (false-failure rate ~6e-5 each), plus display rounding
     from scipy import stats
@@ -322,7 +333,7 @@ def test_minimal_summary_renders_every_section(tmp_path):
     out = report.render(d)
     secs = _sections(out["report.html"])
     # nothing observed: a new run, with no section on a published figure
-    assert list(secs) == ["headline", "napkin", "drivers", "assumptions", "reproducibility"]
+    assert list(secs) == ["headline", "drivers", "napkin", "assumptions", "reproducibility"]  # no appendix: no tables
     for sid in ("headline", "napkin", "drivers", "assumptions"):
         assert "Not computed" in secs[sid], sid
     assert "Not computed" in out["report.md"]
@@ -331,7 +342,7 @@ def test_minimal_summary_renders_every_section(tmp_path):
 def test_observation_without_posterior_says_not_computed(tmp_path):
     d = _folder(tmp_path, {"name": "bare", "observed": {"gpu_hours": {"value": 3e7, "sigma": 0.05}}})
     secs = _sections(report.render(d)["report.html"])
-    assert list(secs) == ["headline", "napkin", "implied", "drivers", "assumptions", "reproducibility"]
+    assert list(secs) == ["headline", "implied", "drivers", "napkin", "assumptions", "reproducibility"]
     assert "Not computed: no posterior: summary.json has none" in secs["implied"]
 
 
@@ -376,28 +387,57 @@ SENSITIVITY = {  # the shape sensitivity.analyze gives (numbers rounded from a r
 }
 
 
-def test_sensitivity_tables_and_figures_land_in_section_4(run_dir, tmp_path):
+def test_sensitivity_tables_and_figures_land_in_drivers_and_appendix(run_dir, tmp_path):
     s = json.loads((run_dir / "summary.json").read_text())
     s["sensitivity"] = SENSITIVITY
     d = _folder(tmp_path, s, (run_dir / "spec.resolved.yaml").read_text(),
                 figures=("tornado.png", "sobol.png", "sweep_mfu.png", "posterior_mfu.png", "zzz_misc.png"))
     html_text = report.render(d)["report.html"]
-    drv = _sections(html_text)["drivers"]
+    secs = _sections(html_text)
+    drv, app = secs["drivers"], secs["appendix"]
     assert "Not computed" not in drv
     assert "MFU moves GPU-hours most: 33.4M with MFU at its p5 (35.1%), 26.1M at its p95 (45.0%), a swing of 25%" \
         in drv
-    assert "MFU 35.1% → 33.4M 45.0% → 26.1M 25.0% tokens (D) 15.0T → 27.8M 16.8T → 31.1M 11.3%" in drv
-    assert drv.index("0.664 ± 0.003") < drv.index("0.140 ± 0.001")  # sorted by total index
-    assert "log GPU-hours: MFU explains the most: first-order index 0.66, total 0.66" in drv
-    assert "tokens (D) +0.36 +0.35 MFU -0.82 -0.81" in drv
+    # one table: the tornado's swings and each input's share (no Shapley here: the first-order Sobol index)
+    assert "MFU 35.1% → 33.4M 45.0% → 26.1M 25.0% 66% tokens (D) 15.0T → 27.8M 16.8T → 31.1M 11.3% 14%" in drv
+    assert "first-order Sobol index" in drv and "0.664" not in drv and "Pearson" not in drv
     assert "With MFU fixed at 30.0%, the median GPU-hours is 39.3M (90%: 36.3M–43.4M); at 45.0% it is 26.2M" in drv
     assert "a factor of 1.50" in drv and "40.0% 27.2M 29.5M 32.5M" in drv
-    assert "Note: a note with <i>markup</i>" in drv and "<i>" not in html_text
+    # the variance tables in the appendix
+    assert app.index("0.664 ± 0.003") < app.index("0.140 ± 0.001")  # sorted by total index
+    assert "log GPU-hours: MFU explains the most: first-order index 0.66, total 0.66" in app
+    assert "tokens (D) +0.36 +0.35 MFU -0.82 -0.81" in app
+    assert "Note: a note with <i>markup</i>" in app and "<i>" not in html_text
     # each figure embedded once, in its section
     raw = {c.split('"', 1)[0]: c for c in html_text.split('<section id="')[1:]}
-    assert raw["drivers"].count("<img") == 3 and raw["implied"].count("<img") == 1
+    assert raw["drivers"].count("<img") == 2 and raw["implied"].count("<img") == 1
+    assert raw["appendix"].count("<img") == 1 and 'sobol.png' in raw["appendix"]
     assert raw["figures"].count("<img") == 1
     assert html_text.count("<img") == 5
+
+
+def test_share_table_has_a_row_per_input_and_shares_within_0_1(run_dir, tmp_path):
+    """The one share table: a row per input of the tornado; each share the Shapley effect clipped to [0, 1], so
+    an estimate past 1 (Monte Carlo error) is shown as 100% and the shares add up to at most 100% (each is
+    rounded to 1%: the sum within half a percent per row)."""
+    s = json.loads((run_dir / "summary.json").read_text())
+    s["sensitivity"] = {**SENSITIVITY, "shapley": {"tokens": {"effect": -0.004, "se": 0.003},
+                                                   "mfu": {"effect": 1.004, "se": 0.003}}}
+    drv = _sections(report.render(_folder(tmp_path, s))["report.html"])["drivers"]
+    table = report.render(tmp_path)["report.html"].split('id="drivers"', 1)[1].split("</table>", 1)[0]
+    rows = Cells(table).rows
+    assert [r[0] for r in rows[1:]] == ["MFU", "tokens (D)"]  # one row per uncertain input, in tornado order
+    assert rows[0][-1] == "share of the variance"
+    got = [float(r[-1].rstrip("%")) for r in rows[1:]]
+    assert got == [100.0, 0.0] and 0 <= sum(got) <= 100 + 0.5 * len(got)
+    assert "Shapley effect" in drv
+    # one uncertain input: no number past 1, the words say it
+    one = {**SENSITIVITY, "tornado": {**SENSITIVITY["tornado"], "inputs": SENSITIVITY["tornado"]["inputs"][:1]},
+           "sobol": {"mfu": {"first": 1.01, "total": 1.02, "first_se": 0.01, "total_se": 0.01}}}
+    (tmp_path / "one").mkdir()
+    secs = _sections(report.render(_folder(tmp_path / "one", {**s, "sensitivity": one}))["report.html"])
+    assert "all (the only uncertain input)" in secs["drivers"] and "It is the only uncertain input." in secs["drivers"]
+    assert "1.01" not in secs["appendix"] and "is the only uncertain input" in secs["appendix"]
 
 
 def test_shapley_effects_and_conditional_tornado_render(run_dir, tmp_path):
@@ -405,14 +445,17 @@ def test_shapley_effects_and_conditional_tornado_render(run_dir, tmp_path):
     s["sensitivity"] = {**SENSITIVITY, "tornado": {**SENSITIVITY["tornado"], "conditional": True},
                         "shapley": {"tokens": {"effect": 0.21, "se": 0.004}, "mfu": {"effect": 0.79, "se": 0.006}},
                         "shapley_info": {"correlated": True, "estimator": "Song, Nelson & Staum 2016"}}
-    drv = _sections(report.render(_folder(tmp_path, s))["report.html"])["drivers"]
-    assert "MFU carries the largest share of the variance of log GPU-hours: 0.79 (the inputs are correlated" in drv
-    assert drv.index("MFU 0.790 ± 0.006") < drv.index("tokens (D) 0.210 ± 0.004")  # sorted by effect
+    secs = _sections(report.render(_folder(tmp_path, s))["report.html"])
+    drv, app = secs["drivers"], secs["appendix"]
+    assert "MFU carries the largest share of the variance of log GPU-hours: 0.79 (the inputs are correlated" in app
+    assert app.index("MFU 0.790 ± 0.006") < app.index("tokens (D) 0.210 ± 0.004")  # sorted by effect
     assert "the others at their medians given it (the prior's correlations)" in drv
+    assert "25.0% 79%" in drv and "Shapley effect" in drv  # the share: the Shapley effect, where there is one
     del s["sensitivity"]["shapley"]
     (tmp_path / "b").mkdir()
-    drv = _sections(report.render(_folder(tmp_path / "b", s))["report.html"])["drivers"]
-    assert "Shapley" not in drv  # nothing computed, nothing shown
+    secs = _sections(report.render(_folder(tmp_path / "b", s))["report.html"])
+    assert "Shapley" not in secs["drivers"] + secs["appendix"]  # nothing computed, nothing shown
+    assert "25.0% 66%" in secs["drivers"]  # the first-order Sobol index instead
 
 
 def test_sensitivity_of_another_shape_still_renders(run_dir, tmp_path):
@@ -422,10 +465,12 @@ def test_sensitivity_of_another_shape_still_renders(run_dir, tmp_path):
         "sobol": {"log_gpu_hours": {"mfu": {"first": 0.61, "total": 0.62, "first_se": 0.02, "total_se": 0.02}}},
         "sweeps": {"mfu": {"grid": [0.3, 0.35, 0.4], "p5": [35e6, 30e6, 26e6], "p50": [39e6, 33e6, 29e6]}},
     }
-    drv = _sections(report.render(_folder(tmp_path, s))["report.html"])["drivers"]
+    secs = _sections(report.render(_folder(tmp_path, s))["report.html"])
+    drv = secs["drivers"]
     assert "Not computed" not in drv
     assert "mfu 34.0M 25.9M 8.10M" in drv  # a row per record
-    assert "log GPU-hours / log_gpu_hours: MFU explains the most" in drv
+    assert "MFU all (the only uncertain input)" in drv  # the share table on its own
+    assert "log GPU-hours / log_gpu_hours: MFU is the only uncertain input" in secs["appendix"]
     assert "grid p5 p50 0.300 35.0M 39.0M 0.350 30.0M 33.0M" in drv  # a column per list
 
 
