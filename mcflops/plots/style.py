@@ -8,6 +8,7 @@ switch, no figure manager, nothing to close). Each PNG carries the run's spec ha
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Iterator
 
 from mcflops._version import version
@@ -24,21 +25,21 @@ VERSION_KEY = "mcflops version"
 RC = {"font.size": 9.5, "axes.spines.top": False, "axes.spines.right": False,
       "axes.titlesize": 10.5, "axes.titleweight": "bold", "legend.frameon": False}
 
-_stamp: dict[str, str] = {}  # PNG text chunks added by save() (set by provenance())
+# PNG text chunks save() adds, set by provenance(): a context variable, not a module dict, so that figures
+# drawn in another thread or context (api.run's sensitivity beside the main pass) never take this one's stamp
+_STAMP: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("mcflops_png_stamp", default={})
 
 
 @contextlib.contextmanager
 def provenance(spec_hash: str | None) -> Iterator[None]:
-    """Within the block, every figure saved records ``spec_hash`` and the mcflops version in its PNG
-    metadata (text chunks SPEC_KEY and VERSION_KEY)."""
-    old = dict(_stamp)
-    if spec_hash:
-        _stamp.update({SPEC_KEY: str(spec_hash), VERSION_KEY: version()})
+    """Within the block (in this thread and context), every figure saved records ``spec_hash`` and the mcflops
+    version in its PNG metadata (text chunks SPEC_KEY and VERSION_KEY)."""
+    token = _STAMP.set({**_STAMP.get(), SPEC_KEY: str(spec_hash), VERSION_KEY: version()} if spec_hash
+                       else _STAMP.get())
     try:
         yield
     finally:
-        _stamp.clear()
-        _stamp.update(old)
+        _STAMP.reset(token)
 
 
 def figure(height: float = 3.6, ncols: int = 1, nrows: int = 1, **kw):
@@ -65,7 +66,7 @@ def save(fig, path) -> str:
             leg.set_loc(code)
         leg.__dict__.pop("_find_best_position", None)
     fig.canvas.draw()
-    _write_png(fig, path, dict(_stamp))
+    _write_png(fig, path, dict(_STAMP.get()))
     return str(path)
 
 

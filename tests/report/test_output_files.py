@@ -151,7 +151,7 @@ def test_pngs_record_the_spec_hash(res, tmp_path):
             assert info["mcflops spec"] == res.spec.digest() and info["mcflops version"] == mcflops.__version__, p
     tornado = figures.draw(tmp_path / "run", figures.sensitivity(res.sensitivity), spec_hash="abc123")[0]
     assert _png(tornado)[1]["mcflops spec"] == "abc123"
-    assert style._stamp == {}  # provenance() restores the previous (empty) stamp
+    assert style._STAMP.get() == {}  # provenance() restores the previous (empty) stamp
 
 
 def test_figures_do_not_import_pyplot(tmp_path):
