@@ -84,7 +84,7 @@ def _batch() -> int:
     return 1 if jax.devices()[0].platform == "cpu" else GPU_BATCH
 
 
-def _layout(model: Model, lik, pool: int, size: int, sub: int, rsub: int, psub: int, widen: int = 1,
+def _layout(model: Model, lik, n: int, pool: int, size: int, sub: int, rsub: int, psub: int, widen: int = 1,
             pfrom: int = 0) -> Layout:
     """Static sizes of a pass whose pool (``psub`` sub-blocks per block) holds ``pool`` draws; ``widen``
     scales the per-sub-block top-k (0: keep every draw's key); ``pfrom`` > 0: a pass over the pool
@@ -99,11 +99,12 @@ def _layout(model: Model, lik, pool: int, size: int, sub: int, rsub: int, psub: 
     batch = _batch()
     first = sub if psub else rsub  # the kept prior draws come from the block's first sub-block
     return Layout(size=size, sub=sub, rows=rows, sampled=sampled, keep=min(KEEP, first), ktop=ktop, kres=kres,
-                  batch=batch, psub=psub if lik is not None else 0, rsub=rsub, pfrom=pfrom, sums=not pfrom)
+                  batch=batch, psub=psub if lik is not None else 0, rsub=rsub, pfrom=pfrom, sums=not pfrom,
+                  group=tree.group_size(-(-n // size)))
 
 
 def _call(lay: Layout, ndev: int) -> Callable:
-    k = (lay, ndev, tree.GROUP_BLOCKS)
+    k = (lay, ndev)
     if k not in _CALLS:
         _CALLS[k] = make_call(lay, ndev)
     return _CALLS[k]
@@ -132,7 +133,7 @@ def sum_blocks(call: Callable[[jax.Array, jax.Array], Mapping], n: int, size: in
 
 def _pass(p: Pass, lay: Layout, merge: _Merge, progress: Callable[[int, int], None] | None) -> None:
     """Every block of n draws: calls of ``blocks_per_call`` blocks per device (rounded up to whole groups of
-    ``tree.GROUP_BLOCKS``), added to ``merge`` in group order (the next call is dispatched before the previous one
+    ``lay.group`` blocks), added to ``merge`` in group order (the next call is dispatched before the previous one
     is added)."""
     n = p.n
     ndev = jax.device_count()
@@ -155,7 +156,7 @@ def _pass(p: Pass, lay: Layout, merge: _Merge, progress: Callable[[int, int], No
 
     nblocks = -(-n // lay.size)
     fn = _call(lay, ndev)
-    g = tree.GROUP_BLOCKS
+    g = lay.group
     unit = math.lcm(lay.batch, g)  # whole batches and whole groups only (no remainder program)
     bpc = -(-max(1, p.blocks_per_call) // unit) * unit
     per_call, gpd = bpc * ndev, bpc // g
@@ -185,7 +186,7 @@ def _pass(p: Pass, lay: Layout, merge: _Merge, progress: Callable[[int, int], No
 def _passes(p: Pass, rsub: int, psub: int, pool: int, widen: int,
             progress: Callable[[int, int], None] | None) -> _Merge:
     """Every block once, each its pool sub-blocks (PSIS tail, reservoir) first: one compiled program."""
-    lay = _layout(p.model, p.lik, pool, p.size, p.sub, rsub, psub, widen)
+    lay = _layout(p.model, p.lik, p.n, pool, p.size, p.sub, rsub, psub, widen)
     merge = _Merge(p.n, lay, p.lik is not None, pool, len(p.lik.names) if p.lik is not None else 0)
     _pass(p, lay, merge, progress)
     return merge
@@ -197,7 +198,7 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     """Draw n samples in blocks of ``size`` and return their float64 sums (the engine's one entry point).
 
     ``blocks_per_call`` blocks go to each device per compiled call (default: 16 on CPU, 32 on GPU: fewer,
-    larger calls cost less dispatching; rounded up to whole groups of ``tree.GROUP_BLOCKS``, which the device
+    larger calls cost less dispatching; rounded up to whole groups of ``tree.group_size`` blocks, which the device
     adds before the host does);
     ``sub`` is the sub-block size (default ``SUB``; with observations that of the pool's sub-blocks, the
     rest of a block in sub-blocks of ``rsub``: by default half that on a CPU, the whole rest on a GPU). None
@@ -243,7 +244,7 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
             # the sums are complete already. A sharp observation costs a fraction of a pass, not a second pass.
             grown = min(size // sub, max(psub + 1, math.ceil(1.25 * psub * POOL_ESS / max(merge.pool_ess, 1.0))))
             merge.pool = _pool_draws(n, size, sub, grown)
-            ext = _layout(model, lik, merge.pool, size, sub, rest(grown), grown, widen, pfrom=psub)
+            ext = _layout(model, lik, n, merge.pool, size, sub, rest(grown), grown, widen, pfrom=psub)
             _pass(pas, ext, merge, None)
             psub, pool = grown, merge.pool
         if merge.exact():

@@ -148,6 +148,7 @@ class Layout:
     rsub: int = SUB  # draws per sub-block after the pool
     pfrom: int = 0  # with sums=False: the pool sub-blocks pfrom..psub-1 of every block (a grown pool's new part)
     sums: bool = True  # False: only the PSIS tail, the reservoir and the pool's weights (no moments, histograms)
+    group: int = 1  # blocks a device adds before the host does (tree.group_size of the run's blocks)
 
     @property
     def nsub(self) -> int:
@@ -377,13 +378,12 @@ def make_call(lay: Layout, ndev: int):
     def local(key, model, lik, lo, inv, below, blocks, n_valid):
         acc = jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, a[0], a[1], lay),
                           (blocks, n_valid), batch_size=lay.batch if lay.batch > 1 else None)
-        return tree.reduce_groups(acc, sum_fields(lay, lik))
+        return tree.reduce_groups(acc, sum_fields(lay, lik), lay.group)
 
-    token = (lay, ndev, tree.GROUP_BLOCKS)  # what the program closes over
     if ndev == 1:
-        return program(local, token=token)
+        return program(local, token=(lay, ndev))
     from jax.sharding import PartitionSpec as P
 
     sharded = jax.shard_map(local, mesh=mesh(), in_specs=(P(),) * 6 + (P("blocks"), P("blocks")),
                             out_specs=P("blocks"), check_vma=False)
-    return program(sharded, token=token)
+    return program(sharded, token=(lay, ndev))

@@ -38,8 +38,10 @@ class _Merge:
         self.m_top_cap = psis_tail(n) + 1  # the tail is cut to the pool's psis_tail only when read: a pool may grow
         self.pool_w = np.zeros(2)  # the pool's sum w and sum w^2, relative to pool_max (its ESS: pool_ess)
         self.pool_max = -np.inf
-        self._top = np.empty(0)
-        self.res = {"key": np.empty(0), "ll": np.empty(0), "D": np.empty((len(lay.rows), 0))}
+        self._top = np.empty(0)  # the tail's candidates so far (unordered: sorted when read)
+        # the reservoir so far, in draw order (ties go to the earlier draw); sorted by key when read (``res``)
+        self._res = {"key": np.empty(0), "ll": np.empty(0), "D": np.empty((len(lay.rows), 0))}
+        self._read: dict | None = None
         self.cut_top = self.cut_res = -np.inf  # the largest k-th value of a sub-block that was cut
         self._pending: list[tuple[np.ndarray, ...]] = []  # blocks' tail and reservoir candidates not yet folded in
         self._npending = 0
@@ -57,7 +59,16 @@ class _Merge:
     def top(self) -> np.ndarray:
         """The pool's largest log-likelihoods, ascending (PSIS tail)."""
         self.settle()
-        return self._top[-self.m_top:]
+        return np.sort(self._top)[-self.m_top:]
+
+    @property
+    def res(self) -> dict:
+        """The weighted reservoir: keys (largest first; ties: the earlier draw first), log-likelihoods, draws."""
+        self.settle()
+        if self._read is None:
+            order = np.argsort(-self._res["key"], kind="stable")
+            self._read = {"key": self._res["key"][order], "ll": self._res["ll"][order], "D": self._res["D"][:, order]}
+        return self._read
 
     def add_call(self, out: dict, groups: np.ndarray, blocks: np.ndarray, n_valid: np.ndarray,
                  lay: Layout | None = None) -> None:
@@ -166,13 +177,12 @@ class _Merge:
         tops, keys, lls, Ds = zip(*self._pending)
         self._pending, self._npending = [], 0
         t = np.concatenate([self._top, *tops], dtype=np.float64)
-        if t.size > self.m_top_cap:
-            t = np.partition(t, t.size - self.m_top_cap)[-self.m_top_cap:]
-        self._top = np.sort(t)
-        cand_key = np.concatenate([self.res["key"], *keys], dtype=np.float64)
-        order = _largest(cand_key, min(KEEP, self.pool))
-        self.res = {"key": cand_key[order], "ll": np.concatenate([self.res["ll"], *lls])[order],
-                    "D": np.concatenate([self.res["D"], *Ds], axis=1)[:, order]}
+        self._top = np.partition(t, t.size - self.m_top_cap)[-self.m_top_cap:] if t.size > self.m_top_cap else t
+        cand_key = np.concatenate([self._res["key"], *keys], dtype=np.float64)
+        keep = _largest(cand_key, min(KEEP, self.pool))
+        self._res = {"key": cand_key[keep], "ll": np.concatenate([self._res["ll"], *lls], dtype=np.float64)[keep],
+                     "D": np.concatenate([self._res["D"], *Ds], axis=1, dtype=np.float64)[:, keep]}
+        self._read = None
 
     def exact(self) -> bool:
         """Whether every sub-block kept all its draws that belong to the overall top (else: widen, rerun)."""
@@ -186,14 +196,15 @@ class _Merge:
 
 
 def _largest(x: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the k largest of x, largest first, ties to the earlier position: a stable sort of the
-    candidates at or above the k-th largest (a partition finds it) instead of all of them."""
-    if x.size > 2 * k:
-        thr = np.partition(x, x.size - k)[x.size - k]
-        if not np.isnan(thr):
-            at = np.flatnonzero(x >= thr)
-            return at[np.argsort(-x[at], kind="stable")][:k]
-    return np.argsort(-x, kind="stable")[:k]
+    """Positions of the k largest of x, ties to the earlier position (the first k of a stable sort by -x, as a
+    set), in position order: a partition finds the k-th largest, no sort (a fold per 2^16 candidates)."""
+    if x.size <= k:
+        return np.arange(x.size)
+    thr = np.partition(x, x.size - k)[x.size - k]
+    above, at = np.flatnonzero(x > thr), np.flatnonzero(x == thr)
+    if np.isnan(thr) or above.size + at.size < k:  # NaN keys: the stable sort's order (NaN last)
+        return np.sort(np.argsort(-x, kind="stable")[:k])
+    return np.sort(np.concatenate([above, at[: k - above.size]]))
 
 
 def _pair(v) -> np.ndarray:

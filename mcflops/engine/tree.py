@@ -1,14 +1,17 @@
 """The blocks of a call reduced on the device, in fixed groups and a fixed tree, so that the host adds one
-set of sums per group of ``GROUP_BLOCKS`` blocks instead of one per block.
+set of sums per group of blocks instead of one per block.
 
-Group g holds blocks g * GROUP_BLOCKS ... (g + 1) * GROUP_BLOCKS - 1, whatever the call size or the number of
-devices (``driver`` places whole groups on one device), and its blocks are added pairwise in a fixed tree.
-JAX runs in float32 (x64 is off), so the tree carries each sum as an unevaluated pair hi + lo (Dekker's
-double-float addition: Knuth's TwoSum, then a renormalising Fast2Sum; Dekker 1971, Knuth TAOCP vol. 2
-4.2.2): a group's sum is within a few float32 ulps squared of the exact sum of its blocks' float32 values,
-so moving the block adds from the host's float64 to the device changes sums by ~1e-13 relative, far below
-the float32 rounding inside each block. Sums that are not finite (an overflowed e^d) are passed through
-as they are: TwoSum would turn inf into nan.
+A run of n draws has groups of ``group_size(blocks)`` blocks: a power of two up to GROUP_BLOCKS, a function
+of the sample count only, small enough that there are at least MIN_GROUPS groups (whole groups go to one
+device, so a run of few blocks keeps every device busy: one block per group under 128 blocks). Group g
+holds blocks g * G ... (g + 1) * G - 1 whatever the call size or the number of devices (``driver`` places
+whole groups on one device), and its blocks are added pairwise in a fixed tree. JAX runs in float32 (x64
+is off), so the tree carries each sum as an unevaluated pair hi + lo (Dekker's double-float addition:
+Knuth's TwoSum, then a renormalising Fast2Sum; Dekker 1971, Knuth TAOCP vol. 2 4.2.2): a group's sum is
+within a few float32 ulps squared of the exact sum of its blocks' float32 values, so moving the block adds
+from the host's float64 to the device changes sums by ~1e-13 relative, far below the float32 rounding
+inside each block. Sums that are not finite (an overflowed e^d) are passed through as they are: TwoSum
+would turn inf into nan.
 
 Posterior sums are relative to each block's maximum log-likelihood ``m``; a group's sums are rescaled to the
 group's maximum first (e^(m_b - M), squared for the sum of squared weights), as the host does between groups.
@@ -23,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-GROUP_BLOCKS = 16  # blocks per group (a power of two: the tree's depth is 4). Part of the algorithm: changing
-# it moves sums in their last bits (not the draws)
+GROUP_BLOCKS = 16  # the most blocks per group (the tree's depth is then 4): 1e10 draws are 597 groups
+MIN_GROUPS = 64  # groups a run has at least (when it has the blocks): 8 devices get 8 groups each or more
 SELECTIONS = ("top", "rkey", "rll", "rD")  # per block, in block order: merged on the host (ties by draw order)
 
 
@@ -45,7 +48,7 @@ def _pair_add(ah, al, bh, bl):
 
 def compensated_sum(x: jax.Array) -> jax.Array:
     """Sum over axis 1 of x [groups, G, ...] in a fixed pairwise tree; returns [groups, 2, ...]: hi, lo
-    (the host adds them in float64). G must be a power of two."""
+    (the host adds them in float64). G must be a power of two (1: the values, lo 0)."""
     hi, lo = x, jnp.zeros_like(x)
     while hi.shape[1] > 1:
         h, l = _pair_add(hi[:, 0::2], lo[:, 0::2], hi[:, 1::2], lo[:, 1::2])
@@ -93,11 +96,20 @@ def _flat(parts: dict, shapes: dict) -> jax.Array:
     return jnp.concatenate([parts[k].reshape(parts[k].shape[:2] + (-1,)) for k in shapes], axis=2)
 
 
-def reduce_groups(acc: dict, shapes: dict[str, dict[str, tuple[int, ...]]]) -> dict:
-    """Per-block outputs of a call (leading axis: blocks, in group order) -> per-group sums (leading axis:
-    groups; sections of ``shapes`` as vectors of hi, lo pairs [groups, 2, size]), and the blocks'
-    selections untouched."""
-    g = GROUP_BLOCKS
+def group_size(blocks: int) -> int:
+    """Blocks per group for a run of ``blocks`` blocks: the largest power of two up to GROUP_BLOCKS that leaves
+    at least MIN_GROUPS groups (1 below 2 x MIN_GROUPS blocks). Part of the algorithm, like the block size:
+    it sets the order of the additions, so the sums' last bits (never the draws)."""
+    g = 1
+    while g < GROUP_BLOCKS and blocks // (2 * g) >= MIN_GROUPS:
+        g *= 2
+    return g
+
+
+def reduce_groups(acc: dict, shapes: dict[str, dict[str, tuple[int, ...]]], g: int) -> dict:
+    """Per-block outputs of a call (leading axis: blocks, in group order) -> per-group sums of ``g`` blocks each
+    (leading axis: groups; sections of ``shapes`` as vectors of hi, lo pairs [groups, 2, size]), and the
+    blocks' selections untouched."""
     grouped = lambda v: v.reshape((v.shape[0] // g, g) + v.shape[1:])
     out = {k: acc[k] for k in SELECTIONS if k in acc}
     if "pool" in acc:  # [s0, s0w2, m] of each block's pool sub-blocks

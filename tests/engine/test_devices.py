@@ -42,7 +42,8 @@ _CHILD = textwrap.dedent("""
     import mcflops
     from mcflops import engine
     from mcflops import model as model_mod
-    from mcflops.engine import driver
+    from mcflops.engine import driver, tree
+    tree.MIN_GROUPS = 2  # groups of 16 blocks already for this small run (a 1e10-draw run's grouping)
     spec = mcflops.load_spec(json.loads(sys.argv[1]))
     m = model_mod.build_model(spec)
     lik = engine.build_likelihood(spec, m)

@@ -6,7 +6,7 @@
 - Rescaling to a group's maximum: against NumPy in float64; a group with no weight adds exact zeros.
 - The engine: one block per group (every block added on the host in float64, as before the device
   merged groups) against groups of 16: the same sums within float32 rounding, integer counts exactly.
-- The host's reservoir selection: the k largest, ties to the earlier position, as a stable sort.
+- The host's reservoir selection: the k largest, ties to the earlier position, as a stable sort (as a set).
 """
 
 import math
@@ -68,6 +68,15 @@ def test_rescale_to_the_group_maximum_against_numpy():
     assert np.all(f[1] == 0)  # a group with no weight adds exact zeros, not e^(-inf + inf) = nan
 
 
+def test_group_size_is_a_power_of_two_leaving_min_groups():
+    for blocks in (1, 2, 127, 128, 129, 954, 9537, 10**6):
+        g = tree.group_size(blocks)
+        assert g & (g - 1) == 0 and 1 <= g <= tree.GROUP_BLOCKS
+        assert blocks // g >= tree.MIN_GROUPS or g == 1
+        assert g == tree.GROUP_BLOCKS or blocks // (2 * g) < tree.MIN_GROUPS  # the largest such
+    assert tree.group_size(9537) == 16 and tree.group_size(96) == 1  # 1e10 and 1e8 draws
+
+
 def test_fields_split_round_trip():
     shapes = tree.fields(q=3, sampled=2, nbins=8, nobs=1)
     for section, fs in shapes.items():
@@ -83,7 +92,7 @@ def test_largest_is_a_stable_sort_of_the_top(k):
     rng = np.random.default_rng(k)
     x = rng.integers(0, 12, 300).astype(np.float64)  # many ties
     x[rng.integers(0, 300, 20)] = -np.inf
-    np.testing.assert_array_equal(merge._largest(x, k), np.argsort(-x, kind="stable")[:k])
+    np.testing.assert_array_equal(merge._largest(x, k), np.sort(np.argsort(-x, kind="stable")[:k]))
 
 
 SPEC = {"name": "tree", "seed": 5, "hardware": {"accelerator": "h100-sxm", "count": 1024},
@@ -100,6 +109,7 @@ def test_group_sums_match_block_by_block_host_sums(monkeypatch):
 
     def sums(group):
         monkeypatch.setattr(tree, "GROUP_BLOCKS", group)
+        monkeypatch.setattr(tree, "MIN_GROUPS", 1)  # groups as large as GROUP_BLOCKS however few the blocks
         return engine.run(jax.random.key(2), m, lik, n, size=1 << 12, sub=1 << 10)
 
     per_block, grouped = sums(1), sums(16)
