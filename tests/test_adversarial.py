@@ -135,7 +135,7 @@ def test_a_full_disk_names_the_report_file_not_its_staging_copy(result, tmp_path
 
     monkeypatch.setattr(Path, "write_text", full)
     with pytest.raises(SpecError) as e:
-        output.write_run(out, result, field="--out")
+        output.write_run(out, result.record, field="--out")
     assert str(e.value) == f"{out}: --out: cannot write {out}/summary.json: No space left on device"
     assert list(tmp_path.iterdir()) == []  # no staging folder, no lock file, no report
 
@@ -241,7 +241,7 @@ if point == "writing":
         marker.touch()
         time.sleep(600)
     folder.run_files = lambda res: ([stall], [])
-    output.write_run(Path(sys.argv[4]), res)
+    output.write_run(Path(sys.argv[4]), res.record)
 from mcflops.cli import progress, session
 if point == "claimed":
     claim = session.Session.claim_out

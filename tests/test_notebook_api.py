@@ -104,7 +104,7 @@ def test_to_arviz_equals_posterior_nc(res, tmp_path):
     arviz = pytest.importorskip("arviz")
     from mcflops.inference import netcdf
 
-    back = arviz.from_netcdf(netcdf.write_netcdf(res, tmp_path / "posterior.nc"))
+    back = arviz.from_netcdf(netcdf.write_netcdf(res.record.groups, tmp_path / "posterior.nc"))
     dt = res.to_arviz()
     assert list(dt.children) == list(back.children)
     assert dt.attrs == back.attrs

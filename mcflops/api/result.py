@@ -1,21 +1,27 @@
-"""What a run produced, as a notebook shows it and the files hold it: :class:`Result` (a few lines, an
-HTML table, quantiles, a table of rows, an ArviZ DataTree, the run folder) and the JSON types every
-output is given in (:func:`jsonable`)."""
+"""What a run produced, as a notebook shows it: :class:`Result` (a few lines, an HTML table, quantiles, a
+table of rows, an ArviZ DataTree, the run folder) over its record (``Result.record``, output.RunRecord: what
+the files are written from)."""
 
 from __future__ import annotations
 
+import copy
 import html
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from mcflops._version import version, versions
-
+from mcflops.api.record import jsonable as jsonable
 from mcflops.numbers import format_number
+from mcflops.output.record import RunRecord
 from mcflops.spec import Spec
+
+if TYPE_CHECKING:
+    from mcflops.engine.summary import Sums
+    from mcflops.model.compute import Model
 
 HEADLINE = ("gpu_hours", "wall_days", "cost")  # what a notebook's display leads with (those the spec has)
 
@@ -49,8 +55,8 @@ class Result:
     sensitivity: dict[str, Any] | None = field(default=None, repr=False)
     device: str = ""
     timings: dict[str, float] = field(default_factory=dict, repr=False)
-    sums: Any = field(default=None, repr=False)
-    model: Any = field(default=None, repr=False)
+    sums: Sums | None = field(default=None, repr=False)  # the engine's reduced sums (histograms: quantile)
+    model: Model | None = field(default=None, repr=False)  # the compute model (its log-space centres)
     notes: list[str] = field(default_factory=list, repr=False)
     plan: dict[str, Any] | None = field(default=None, repr=False)  # the file's plan: block answered (plan.json's)
     layout: dict[str, Any] | None = field(default=None, repr=False)  # a layout MFU prior's account (waterfall)
@@ -155,7 +161,7 @@ class Result:
         """The prior, posterior, observed data and log-likelihood as an ArviZ DataTree: what posterior.nc holds."""
         from mcflops.inference import netcdf
 
-        return netcdf.to_datatree(self)
+        return netcdf.to_datatree(self.record.groups)
 
     def write(self, out: str | Path) -> dict[str, Any]:
         """Write the run folder `mcflops run` writes (summary.json, spec.resolved.yaml, posterior.nc, the
@@ -163,47 +169,24 @@ class Result:
         empty or a previous report. Returns summary.json's content."""
         from mcflops import output
 
-        return output.write_run(Path(out), self, field="out")
+        return output.write_run(Path(out), self.record, field="out")
+
+    @cached_property
+    def record(self) -> RunRecord:
+        """The run as plain data (output.RunRecord: summary.json's content, the kept draws, the figures' data,
+        posterior.nc's groups, the spec), built on first use and then kept: what the run folder is written
+        from. Changing this object's fields afterwards does not change it."""
+        from mcflops.api import record
+
+        kept = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "model"}
+        return record.build(**kept, centers=self.model.centers if self.model is not None else {})
 
     def to_dict(self) -> dict[str, Any]:
-        """The content of summary.json (plain JSON types)."""
-        d: dict[str, Any] = {
-            "name": self.spec.name, "description": self.spec.description, "seed": self.seed,
-            "samples": self.samples, "device": self.device, "version": version(),
-            "versions": versions(), "spec_hash": self.spec.digest(), "flops_convention": self.spec.flops,
-            "chain": self.chain, "prior": self.prior, "observed": self.observed,
-        }
-        counted = self.spec.architecture.counts() if self.spec.architecture is not None else None
-        if counted is not None:  # parameters and FLOPs per token by component (mcflops.arch)
-            d["architecture"] = counted.to_dict()
-        if self.posterior is not None:
-            d["posterior"] = self.posterior
-        if self.sensitivity is not None:
-            d["sensitivity"] = self.sensitivity
-        if self.plan is not None:
-            d["plan"] = self.plan
-        if self.layout is not None:
-            d["layout"] = self.layout
-        if self.notes:
-            d["notes"] = self.notes
-        d["timings"] = self.timings
-        return jsonable(d)
+        """The content of summary.json (plain JSON types): a copy, the caller's to change."""
+        return copy.deepcopy(dict(self.record.summary))
 
 
 def _q(stats: Mapping[str, Any], k: str) -> str:
     v = stats.get(k)
     return format_number(v) if isinstance(v, (int, float)) and math.isfinite(v) else "n/a"
 
-
-def jsonable(x: Any) -> Any:
-    """``x`` in plain JSON types (str keys, lists, Python numbers; NaN and inf become None)."""
-    if isinstance(x, Mapping):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, (np.floating, float)):
-        v = float(x)
-        return v if math.isfinite(v) else None
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    return x

@@ -32,7 +32,7 @@ def command(args) -> int:
         data = res.to_dict()
         if primary() and args.command == "run":
             bar.phase("plotting")  # the figures, then the report
-            output.write_run(out, res, data, check=check_interrupt)
+            output.write_run(out, res.record, data, check=check_interrupt)
             data["out"] = str(out)
     if not primary():
         return 0

@@ -137,7 +137,7 @@ def run_once(args, out_of: Callable[[Any], Path], show: Callable[[str], None] = 
             sys.stdout.flush()
             if stamp(named_files(path)) != started:  # saved again meanwhile: that run writes the folder
                 return res
-            output.write_run(out, res, data, check=check_interrupt)
+            output.write_run(out, res.record, data, check=check_interrupt)
             show(f"wrote {out}/ ({time.perf_counter() - t0:.2f} s after the save was seen)")
         except SpecError as e:
             print(f"mcflops: {e}", file=sys.stderr, flush=True)

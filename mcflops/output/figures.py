@@ -1,5 +1,5 @@
-"""Which figures each command's output gets, each as file name -> draw(path): the plot data from
-inference.plotdata (or the summary's own dicts), drawn by plots/. output.folder puts them in place.
+"""Which figures each command's output gets, each as file name -> draw(path): the plot data a run's record
+holds (computed by inference.plotdata) or the summary's own dicts, drawn by plots/. output.folder puts them in place.
 
 A figure is a :class:`Draw`: the plots/ function and its plain data (NumPy arrays, numbers, dicts), computed
 before anything is drawn. Nothing here imports matplotlib until a figure is drawn; ``can_draw`` says whether
@@ -12,6 +12,8 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
+
+from mcflops.output.record import PlotData
 
 Figures = dict[str, Callable[[Path], str]]  # file name -> draw the PNG at the path given, return it
 
@@ -62,41 +64,28 @@ def draw(folder: Path, figures: Figures, spec_hash: str | None = None) -> list[s
         return [fig(Path(folder) / name) for name, fig in figures.items()]
 
 
-def posterior(res) -> Figures:
+def posterior(plots: PlotData) -> Figures:
     """A run's posterior figures: prior vs posterior of the inputs, the MFU-goodput ridge when both are
-    uncertain, and each observed quantity's predictive."""
-    from mcflops.inference import plotdata
-
-    plots = "mcflops.plots.posterior"
+    uncertain, and each observed quantity's predictive (those ``plots`` holds the data of)."""
+    mod = "mcflops.plots.posterior"
     out: Figures = {}
-    if not res.posterior or res.sums is None:
-        return out
-    src = plotdata.Source(res.sums, res.model.centers, res.posterior.get("method"), res.posterior_draws or {})
-    observed = list(res.spec.observe)
-    if any(n in res.posterior for n in res.spec.uncertain):
-        out[PRIOR_POSTERIOR] = Draw(plots, "prior_posterior", (plotdata.posterior_inputs(
-            src, res.prior, res.posterior, res.spec.uncertain, observed),))
-    if {"mfu", "goodput"} <= set(res.posterior_draws or {}):
-        out[RIDGE] = Draw(plots, "ridge", (plotdata.ridge(res.draws, res.posterior_draws, res.posterior, res.chain,
-                                                          res.spec.observe.get("gpu_hours")),))
-    for name, o in res.spec.observe.items():
-        if name in res.sums.names:
-            out[f"predictive_{name}.png"] = Draw(plots, "predictive", (plotdata.predictive(
-                src, name, res.prior[name], o, res.observed.get(name, {})),))
+    if plots.inputs is not None:
+        out[PRIOR_POSTERIOR] = Draw(mod, "prior_posterior", (plots.inputs,))
+    if plots.ridge is not None:
+        out[RIDGE] = Draw(mod, "ridge", (plots.ridge,))
+    for name, data in plots.predictive.items():
+        out[f"predictive_{name}.png"] = Draw(mod, "predictive", (data,))
     return out
 
 
-def headline(res, summary: Mapping[str, Any]) -> Figures:
+def headline(plots: PlotData, count: int | None, summary: Mapping[str, Any]) -> Figures:
     """The report's headline figure (GPU-hours before and after the published figure), when the run kept
-    GPU-hours draws; ``summary`` is summary.json's content."""
-    from mcflops.inference import plotdata
+    GPU-hours draws; ``count``: the accelerators the title names; ``summary``: summary.json's content."""
     from mcflops.report import HEADLINE_FIGURE
 
-    draws = (res.draws or {}).get("gpu_hours")
-    if draws is None:
+    if plots.headline is None:
         return {}
-    data = plotdata.headline(summary, draws, (res.posterior_draws or {}).get("gpu_hours"))
-    return {HEADLINE_FIGURE: Draw("mcflops.plots.report", "headline", (data, res.spec.hardware.count, summary))}
+    return {HEADLINE_FIGURE: Draw("mcflops.plots.report", "headline", (plots.headline, count, summary))}
 
 
 def sensitivity(sens: Mapping[str, Any] | None) -> Figures:

@@ -18,6 +18,7 @@ from mcflops import reading
 from mcflops.errors import SpecError
 from mcflops.output import files, lock
 from mcflops.output.files import Writer
+from mcflops.output.record import RunRecord
 
 REPORT_MARKER = "summary.json"  # a report that `run` may replace holds this, written by mcflops
 REPORT_KEYS = frozenset({"name", "seed", "samples", "spec_hash", "version"})  # in every summary.json written
@@ -73,7 +74,7 @@ def not_a_report(folder: Path) -> str | None:
     return None
 
 
-def run_files(res) -> tuple[list[Writer], list[str]]:
+def run_files(record: RunRecord) -> tuple[list[Writer], list[str]]:
     """What a run folder holds beyond summary.json, spec.resolved.yaml and the report: posterior.nc and
     the posterior figures when there is a posterior, the sensitivity figures when there is an analysis.
     Returns the writers and a note for each file left out because its library is missing (the
@@ -83,36 +84,37 @@ def run_files(res) -> tuple[list[Writer], list[str]]:
 
     writers: list[Writer] = []
     notes: list[str] = []
-    digest = res.spec.digest()
-    if res.posterior:
+    digest = record.spec.digest()
+    if record.posterior:
         if netcdf.available():
-            writers.append(lambda folder: netcdf.write_netcdf(res, folder / "posterior.nc"))
+            writers.append(lambda folder: netcdf.write_netcdf(record.groups, folder / "posterior.nc"))
         else:
             notes.append(NETCDF_MISSING)
         if figures.can_draw():
-            writers.append(figures.Batch(figures.posterior(res), digest))
+            writers.append(figures.Batch(figures.posterior(record.plots), digest))
         else:
             notes.append(FIGURES_MISSING)
-    if res.sensitivity and figures.can_draw():
-        writers.append(figures.Batch(figures.sensitivity(res.sensitivity), digest))
-    if res.layout and figures.can_draw():  # waterfall.png, the layout section's figure
-        writers.append(figures.Batch(figures.layout(res.layout), digest))
-    if res.plan and figures.can_draw():  # plan.png, the planning section's curve (with a deadline)
-        writers.append(figures.Batch(figures.plan(res.plan), digest))
+    if record.sensitivity and figures.can_draw():
+        writers.append(figures.Batch(figures.sensitivity(record.sensitivity), digest))
+    if record.layout and figures.can_draw():  # waterfall.png, the layout section's figure
+        writers.append(figures.Batch(figures.layout(record.layout), digest))
+    if record.plan and figures.can_draw():  # plan.png, the planning section's curve (with a deadline)
+        writers.append(figures.Batch(figures.plan(record.plan), digest))
     return writers, notes
 
 
-def write_run(out: Path, res, data: dict[str, Any] | None = None, *, check: Check = None,
+def write_run(out: Path, record: RunRecord, data: dict[str, Any] | None = None, *, check: Check = None,
               field: str | None = "--out") -> dict[str, Any]:
     """Write a run's folder: its files into a temporary folder beside ``out``, then swapped into place.
 
-    ``res`` is an api.Result; ``data`` summary.json's content (default ``res.to_dict()``), to which the notes
-    of files left out (``run_files``) are added; it is returned. ``check`` is called between files and
-    before the swap (it raises to stop: nothing is then left behind). FolderBusy when another process
-    writes the same folder."""
-    data = res.to_dict() if data is None else data
+    ``data``: summary.json's content (default a copy of ``record.summary``), to which the notes of files left
+    out (``run_files``) are added; it is returned. The report is rendered from ``data``, the record's spec and
+    the figures just drawn (nothing written is read back but the figures' PNG bytes). ``check`` is called
+    between files and before the swap (it raises to stop: nothing is then left behind). FolderBusy when
+    another process writes the same folder."""
+    data = dict(record.summary) if data is None else data
     check_out(out, field)
-    writers, notes = run_files(res)
+    writers, notes = run_files(record)
     if notes:
         data["notes"] = [*data.get("notes", []), *notes]
     where, out = str(out), Path(os.path.abspath(out))
@@ -128,7 +130,7 @@ def write_run(out: Path, res, data: dict[str, Any] | None = None, *, check: Chec
         except OSError as e:
             raise SpecError(f"cannot write here: {e.strerror}", path=where, field=field) from None
         try:
-            _fill(tmp, res, data, out, writers, check or (lambda: None))
+            _fill(tmp, record, data, out, writers, check or (lambda: None))
             files.swap(tmp, out)
         except OSError as e:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -154,32 +156,36 @@ def _target(filename, tmp: Path, where: str) -> str:
     return str(Path(where) / inside) if inside.parts else where
 
 
-def _fill(tmp: Path, res, data: dict[str, Any], out: Path, writers: list[Writer], check: Callable[[], None]) -> None:
+def _fill(tmp: Path, record: RunRecord, data: dict[str, Any], out: Path, writers: list[Writer],
+          check: Callable[[], None]) -> None:
     from mcflops.spec import resolved_document
 
     check()
     (tmp / "summary.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    files.write_yaml(tmp / "spec.resolved.yaml", resolved_document(res.spec), provenance=data)
-    for write in [*writers, _headline(res, data)]:
+    files.write_yaml(tmp / "spec.resolved.yaml", resolved_document(record.spec), provenance=data)
+    for write in [*writers, _headline(record, data)]:
         check()
         write(tmp)
     check()
-    _write_report(tmp, out)  # last: it embeds the figures written before it
+    _write_report(tmp, record, data, out)  # last: it embeds the figures written before it
     check()
 
 
-def _headline(res, data: dict[str, Any]):
+def _headline(record: RunRecord, data: dict[str, Any]):
     """The report's headline figure (when matplotlib is there: else the report goes without it)."""
     from mcflops.output import figures
 
-    return figures.Batch(figures.headline(res, data) if figures.can_draw() else {}, res.spec.digest())
+    shown = figures.headline(record.plots, record.spec.hardware.count, data) if figures.can_draw() else {}
+    return figures.Batch(shown, record.spec.digest())
 
 
-def _write_report(folder: Path, out: Path) -> None:
-    """report.md and report.html from the folder's files."""
-    from mcflops.report import render
+def _write_report(folder: Path, record: RunRecord, data: dict[str, Any], out: Path) -> None:
+    """report.md and report.html, rendered in process from summary.json's content and the record's spec, with
+    the figures drawn into ``folder``."""
+    from mcflops import report
 
-    for name, text in render(folder, label=files.label(out)).items():
+    run = report.Run(data, record.spec, report.figures_in(folder), files.label(out))
+    for name, text in report.pages(run).items():
         (folder / name).write_text(text, encoding="utf-8")
 
 

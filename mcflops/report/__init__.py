@@ -1,7 +1,9 @@
-"""The report: Markdown and one self-contained HTML page, rendered from a run's output folder.
+"""The report: Markdown and one self-contained HTML page, rendered from what a run produced (:class:`Run`).
 
-Computation-free: everything comes from ``summary.json``, ``spec.resolved.yaml`` and the figures
-(PNG) in the folder, so ``mcflops report DIR`` re-renders without sampling (and without JAX).
+Computation-free: everything comes from summary.json's content, the resolved spec and the figures (PNG).
+`mcflops run` hands them over in process (:func:`pages`); ``mcflops report DIR`` reads them back from the
+folder (:func:`load`: ``summary.json``, ``spec.resolved.yaml``, the PNGs), so it re-renders without sampling
+(and without JAX).
 Each section renders from whatever is present and says "not computed" for what is not; a new run (one
 that observes nothing) has no section on the published figure. Each note is stated once (:func:`once`).
 Sections are numbered in the order they appear (:func:`numbered`). This package returns strings; the CLI
@@ -30,6 +32,7 @@ from mcflops.report import posterior
 from mcflops.report import sections
 from mcflops.report.blocks import HEADLINE_FIGURE, Document, Fig, Items, P, Section, caption, observes, used_figures
 from mcflops.report.markup import md_escape, png_size, to_html, to_markdown
+from mcflops.spec import Spec
 
 FILES = ("report.md", "report.html")
 _PNG = b"\x89PNG\r\n\x1a\n"
@@ -40,10 +43,10 @@ _PNG = b"\x89PNG\r\n\x1a\n"
 
 @dataclass
 class Run:
-    """What the report reads from an output folder."""
+    """What the report reads of a run: summary.json's content, the resolved spec and the figures."""
 
     summary: dict[str, Any]
-    spec: Any | None  # mcflops.spec.Spec from spec.resolved.yaml, or None when it is missing or unreadable
+    spec: Spec | None  # None when spec.resolved.yaml is missing or unreadable (the assumptions section says so)
     figures: dict[str, bytes]  # PNG file name -> bytes (valid PNGs only)
     label: str  # how the folder is named in the regenerate command
 
@@ -63,18 +66,28 @@ def load(folder: str | Path, label: str | None = None) -> Run:
             spec = load_spec(resolved)
         except SpecError:
             spec = None  # the assumptions section then says so
+    return Run(summary, spec, figures_in(folder), label if label is not None else str(folder))
+
+
+def figures_in(folder: str | Path) -> dict[str, bytes]:
+    """The figures of ``folder``: PNG file name -> bytes, in name order (a file that is not a PNG is left out)."""
     figures = {}
-    for p in sorted(folder.glob("*.png")):
+    for p in sorted(Path(folder).glob("*.png")):
         data = p.read_bytes()
         if data.startswith(_PNG) and len(data) > 24:
             figures[p.name] = data
-    return Run(summary, spec, figures, label if label is not None else str(folder))
+    return figures
+
+
+def pages(run: Run) -> dict[str, str]:
+    """{"report.md": ..., "report.html": ...} of ``run`` (nothing is written)."""
+    doc = build(run)
+    return {"report.md": to_markdown(doc), "report.html": to_html(doc)}
 
 
 def render(folder: str | Path, label: str | None = None) -> dict[str, str]:
     """{"report.md": ..., "report.html": ...} for the run in ``folder`` (nothing is written)."""
-    doc = build(load(folder, label))
-    return {"report.md": to_markdown(doc), "report.html": to_html(doc)}
+    return pages(load(folder, label))
 
 
 # ---- content ------------------------------------------------------------------------------------
@@ -147,5 +160,5 @@ def _count(n: Any) -> str:
     return f"{n:,}" if isinstance(n, int) else str(n)
 
 
-__all__ = ["render", "build", "load", "to_markdown", "to_html", "md_escape", "png_size", "Run", "Document",
+__all__ = ["render", "build", "load", "figures_in", "pages", "to_markdown", "to_html", "md_escape", "png_size", "Run", "Document",
            "Section", "FILES", "HEADLINE_FIGURE", "numbered", "observes", "once"]

@@ -52,8 +52,8 @@ def res_interval():
 
 
 def _trees(res, tmp_path):
-    ours = posterior_io.write_netcdf(res, tmp_path / "ours.nc")
-    posterior_io.to_datatree(res).to_netcdf(tmp_path / "arviz.nc", engine="h5netcdf")
+    ours = posterior_io.write_netcdf(res.record.groups, tmp_path / "ours.nc")
+    posterior_io.to_datatree(res.record.groups).to_netcdf(tmp_path / "arviz.nc", engine="h5netcdf")
     return xr.open_datatree(ours, engine="h5netcdf"), xr.open_datatree(tmp_path / "arviz.nc", engine="h5netcdf")
 
 
@@ -82,7 +82,7 @@ def test_netcdf_matches_what_arviz_and_xarray_write(which, request, tmp_path):
 
 def test_netcdf_names_its_run_and_opens_with_arviz(res, tmp_path):
     arviz = pytest.importorskip("arviz")
-    path = posterior_io.write_netcdf(res, tmp_path / "posterior.nc")
+    path = posterior_io.write_netcdf(res.record.groups, tmp_path / "posterior.nc")
     dt = arviz.from_netcdf(path)
     assert dt.attrs["spec_hash"] == res.spec.digest() == res.to_dict()["spec_hash"]
     assert dt.attrs["mcflops_version"] == mcflops.__version__
@@ -99,8 +99,8 @@ def _reference_save(fig, path):
 
 def _draw_all(res, folder):
     folder.mkdir()
-    return (figures.draw(folder, figures.posterior(res), res.spec.digest())
-            + figures.draw(folder, figures.sensitivity(res.sensitivity)))
+    return (figures.draw(folder, figures.posterior(res.record.plots), res.spec.digest())
+            + figures.draw(folder, figures.sensitivity(res.record.sensitivity)))
 
 
 def test_figures_have_savefigs_pixels(res, tmp_path, monkeypatch):
@@ -149,7 +149,7 @@ def test_pngs_record_the_spec_hash(res, tmp_path):
             assert "mcflops spec" not in info, p
         else:
             assert info["mcflops spec"] == res.spec.digest() and info["mcflops version"] == mcflops.__version__, p
-    tornado = figures.draw(tmp_path / "run", figures.sensitivity(res.sensitivity), spec_hash="abc123")[0]
+    tornado = figures.draw(tmp_path / "run", figures.sensitivity(res.record.sensitivity), spec_hash="abc123")[0]
     assert _png(tornado)[1]["mcflops spec"] == "abc123"
     assert style._STAMP.get() == {}  # provenance() restores the previous (empty) stamp
 
@@ -173,8 +173,8 @@ def test_without_h5netcdf_the_folder_says_so(res, tmp_path, monkeypatch):
     for name in ("h5netcdf", "h5py"):
         with monkeypatch.context() as m:
             m.setitem(sys.modules, name, None)  # as if not installed
-            output.write_run(tmp_path / name, res, field="out")
+            output.write_run(tmp_path / name, res.record, field="out")
         notes = json.loads((tmp_path / name / "summary.json").read_text())["notes"]
         assert output.NETCDF_MISSING in notes and not (tmp_path / name / "posterior.nc").exists()
-    output.write_run(tmp_path / "both", res, field="out")
+    output.write_run(tmp_path / "both", res.record, field="out")
     assert (tmp_path / "both" / "posterior.nc").exists()
