@@ -27,29 +27,21 @@ from mcflops.errors import SpecError
 
 PROBS = (0.05, 0.5, 0.95)
 U_DRAWS = 1 << 16  # draws that give each rung's MFU x goodput quantiles (MCSE of a median ~0.4% of its spread)
-KINDS = {"hand-set": "your prior", "calibrated": "published runs", "layout": "layout"}
-BAND = {"calibrated": "the published runs' (the calibrated prior)", "layout": "the layout model's"}
+KINDS = {"hand-set": "your prior", "calibrated": "published runs", "layout": "layout", "pilot": "pilot"}
+BAND = {"calibrated": "the published runs' (the calibrated prior)", "layout": "the layout model's",
+        "pilot": "the pilot-conditioned layout model's"}
 
 
 def layout_options(items: Sequence[str] | None) -> dict[str, Any] | None:
     """``--layout tp=8,pp=8 --layout global_batch=2048`` as the mapping ``mfu: {layout: ...}`` takes (numbers,
     true/false, names; the layout's own parser checks each field); None when none is given."""
-    from mcflops.numbers import parse_number
+    from mcflops.analysis.pilot import key_values
 
     if not items:
         return None
     out: dict[str, Any] = {}
     for item in items:
-        for part in (p.strip() for p in str(item).split(",")):
-            if not part:
-                continue
-            key, eq, value = part.partition("=")
-            key, value = key.strip(), value.strip()
-            if not eq or not key or not value:
-                raise SpecError(f"expected KEY=VALUE like tp=8, got '{part}'", field="--layout")
-            x = parse_number(value)
-            out[key] = (value.lower() == "true" if value.lower() in ("true", "false") else
-                        int(x) if x is not None and x == int(x) else x if x is not None else value)
+        out.update(key_values(item, "--layout"))
     return out
 
 
@@ -63,8 +55,10 @@ def kind_of(written: Any) -> str:
     return "hand-set"
 
 
-def rungs(path: str | Path, layout: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Each rung's kind, label and Spec: the file as written first, then the rungs it does not already hold."""
+def rungs(path: str | Path, layout: Mapping[str, Any] | None = None,
+          pilots: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """Each rung's kind, label and Spec: the file as written first, then the rungs it does not already hold;
+    with ``pilots`` (analysis.pilot.parse_pilot's), last the layout rung's MFU conditioned on them."""
     from mcflops.spec import load_spec
     from mcflops.spec.reader import read_yaml
 
@@ -82,7 +76,27 @@ def rungs(path: str | Path, layout: Mapping[str, Any] | None = None) -> list[dic
         node = {"layout": dict(layout), "source": f"mcflops ladder --layout: {text}"}
         out.append({"kind": "layout", "label": f"{KINDS['layout']} {text}",
                     "spec": _variant(data, base, node, "layout", field="--layout")})
+    if pilots:
+        lay = next((r["spec"] for r in reversed(out) if r["kind"] == "layout"), None)
+        if lay is None:
+            raise SpecError("a pilot conditions the layout model: give the production layout with --layout "
+                            "(or an mfu: {layout: ...} prior in the file)", field="--pilot")
+        out.append(_pilot_rung(lay, pilots))
     return out
+
+
+def _pilot_rung(lay, pilots) -> dict[str, Any]:
+    """The layout rung with its MFU replaced by the posterior predictive given the pilots (analysis.pilot), held
+    at the file's count: its draws are the layout prior's, reweighted at that count."""
+    from mcflops.analysis.pilot import condition
+    from mcflops.spec import Spec
+
+    res = condition(lay.count_dependent["mfu"], pilots)
+    spec = Spec(**{**lay.__dict__, "name": lay.name.rsplit(".", 1)[0] + ".pilot",
+                   "priors": {**lay.priors, "mfu": res["dist"]},
+                   "count_dependent": {k: v for k, v in lay.count_dependent.items() if k != "mfu"}})
+    text = "; ".join(f"{p['count']:,} at {p['tflops_per_gpu']:g} TFLOP/s" for p in pilots)
+    return {"kind": "pilot", "label": f"{KINDS['pilot']} {text}", "spec": spec, "pilot": res}
 
 
 def _variant(data: Mapping, base, mfu: Mapping, tag: str, drop_goodput: bool = False, field: str | None = None):
@@ -105,14 +119,17 @@ def _variant(data: Mapping, base, mfu: Mapping, tag: str, drop_goodput: bool = F
 
 
 def ladder(path: str | Path, layout: Sequence[str] | Mapping[str, Any] | None = None, *,
-           samples: int | None = None, seed: int | None = None, key=None,
+           pilots: Sequence[str | Mapping[str, Any]] = (), samples: int | None = None, seed: int | None = None, key=None,
            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The ladder of ``path`` (module docstring): ``rungs`` (a row per rung), ``deadline`` and ``notes``."""
     from mcflops import engine
     from mcflops.analysis import scenarios as scen
 
     lay = layout if isinstance(layout, Mapping) or layout is None else layout_options(layout)
-    rs = rungs(path, lay)
+    from mcflops.analysis.pilot import parse_pilot
+
+    pil = [parse_pilot(p) if isinstance(p, str) else p for p in pilots or ()]
+    rs = rungs(path, lay, pil)
     specs = [r["spec"] for r in rs]
     base = specs[0]
     n = base.samples if samples is None else int(samples)
@@ -128,7 +145,7 @@ def ladder(path: str | Path, layout: Sequence[str] | Mapping[str, Any] | None = 
     for r, entry, dr in zip(rs, sc["table"], draws):
         s = r["spec"]
         rows.append({"tag": entry["tag"], "kind": r["kind"], "label": r["label"], "name": s.name,
-                     "prior": _prior(s), "mfu": _exact(s.priors["mfu"]),
+                     "prior": _prior(s, r["kind"]), "mfu": _exact(s.priors["mfu"]),
                      "goodput": None if r["kind"] == "calibrated" else _exact(s.priors["goodput"]),
                      "effective": _sample_q(dr["mfu"] * dr["goodput"]),
                      "effective_draws": int(dr["mfu"].size),
@@ -136,24 +153,29 @@ def ladder(path: str | Path, layout: Sequence[str] | Mapping[str, Any] | None = 
                      "cost": entry.get("cost"), "deadline": entry.get("deadline"),
                      "accelerator": s.hardware.accelerator, "count": s.hardware.count,
                      "count_dependent": sorted(s.count_dependent)})
+        if "pilot" in r:
+            rows[-1]["pilot"] = {k: r["pilot"][k] for k in ("ess", "draws", "pilots")}
     u = {r["tag"]: {"MFU": np.asarray(dr["mfu"]), "MFU x goodput": np.asarray(dr["mfu"] * dr["goodput"])}
          for r, dr in zip(rows, draws)}
     return {"name": base.name, "path": base.path, "seed": seed, "samples": n, "layout": dict(lay) if lay else None,
+            "pilots": [dict(p, layout=dict(p["layout"])) for p in pil],
             "accelerator": base.hardware.accelerator, "count": base.hardware.count, "deadline": deadline,
             "rungs": rows, "notes": _notes(rs, rows, u, sc["notes"])}
 
 
-def _prior(spec) -> str:
-    """The rung's MFU prior in words: a calibrated or layout prior by its quantiles (its text is a long table)."""
+def _prior(spec, kind: str) -> str:
+    """The rung's MFU prior in words: a calibrated, layout or pilot prior by its quantiles (its text is a long
+    table)."""
     from mcflops.priors import calibrated
 
     d = spec.priors["mfu"]
     short = calibrated.describe(d)
     if short:
         return short
-    if "mfu" in spec.count_dependent:
+    if kind in ("layout", "pilot"):
         q = _exact(d)
-        return f"the layout model's MFU: median {q['p50']:.3f}, 90% [{q['p5']:.3f}, {q['p95']:.3f}]"
+        what = "the layout model's MFU" + (" given the pilot (posterior predictive)" if kind == "pilot" else "")
+        return f"{what}: median {q['p50']:.3f}, 90% [{q['p5']:.3f}, {q['p95']:.3f}]"
     return d.describe()
 
 
@@ -176,13 +198,13 @@ def _notes(rs, rows, u, scenario_notes) -> list[str]:
     by_kind = {row["kind"]: row for row in rows[1:]}
     if first["kind"] == "hand-set":
         notes += _against_published(rs[0]["spec"], first)
-        for kind in ("calibrated", "layout"):
+        for kind in ("calibrated", "layout", "pilot"):
             other = by_kind.get(kind)
             if other is None:
                 continue
             # the calibrated band is on MFU x goodput; the layout's is on MFU alone (goodput is the file's)
             what, mine, theirs = (("MFU x goodput", first["effective"], other["effective"]) if kind == "calibrated"
-                                  else ("MFU", first["mfu"], other["mfu"]))
+                                  else ("MFU", first["mfu"], other["mfu"]))  # a layout's band is on MFU alone
             x, lo, hi = mine["p50"], theirs["p5"], theirs["p95"]
             side = "above" if x > hi else "below" if x < lo else "inside"
             share = float(np.mean(u[other["tag"]][what] < x))
@@ -203,6 +225,17 @@ def _notes(rs, rows, u, scenario_notes) -> list[str]:
         notes.append("the calibrated rung is effective utilization (MFU x goodput): its MFU is that product"
                      + (", and the file's goodput prior is left out of it (it would count the downtime twice)"
                         if own else ""))
+    pilot = by_kind.get("pilot")
+    if pilot is not None:
+        for c in pilot["pilot"]["pilots"]:
+            pp = c["predicted_prior"]
+            notes.append(f"the pilot on {c['count']:,} measured MFU {c['observed_mfu']:.3f} (architecture's FLOPs); "
+                         f"the layout model had predicted {pp['p50']:.3f} [{pp['p5']:.3f}, {pp['p95']:.3f}] there, "
+                         f"and after conditioning {c['predicted_posterior']['p50']:.3f}")
+        notes.append(f"the pilot rung ({pilot['tag']}) reweights the layout model's efficiency draws by the pilot's "
+                     f"likelihood (effective sample size {pilot['pilot']['ess']:,.0f} of {pilot['pilot']['draws']:,}); "
+                     "its MFU is the posterior predictive at the production layout and the file's count, held "
+                     "there when the deadline's count moves")
     notes += [x for x in scenario_notes if x.startswith("what moves with the accelerator count")]
     return notes
 

@@ -25,6 +25,11 @@ def add_parser(sub, common) -> None:
     la.add_argument("--layout", action="append", metavar="KEY=VALUE[,KEY=VALUE]",
                     help="a parallel layout for the layout rung, as mfu: {layout: ...} takes it, e.g. "
                     "tp=8,pp=8,global_batch=2048; repeatable")
+    la.add_argument("--pilot", action="append", metavar="count=N,tflops_per_gpu=T[,sigma=S][,LAYOUT FIELDS]",
+                    help="a measured pilot on the same stack: N accelerators at T TFLOP/s per GPU (counted with the "
+                    "architecture's FLOPs, attention included), its log-scale error S (default 0.05) and the layout "
+                    "fields where it differs from --layout's; conditions the layout model's efficiencies and adds "
+                    "the rung of the production MFU given it; repeatable (one observation each)")
 
 
 def command(args) -> int:
@@ -34,7 +39,8 @@ def command(args) -> int:
 def compute(args, progress) -> dict[str, Any]:
     from mcflops.analysis.ladder import ladder
 
-    return plain(ladder(args.file, args.layout, samples=samples(args.samples), seed=args.seed, progress=progress))
+    return plain(ladder(args.file, args.layout, pilots=args.pilot or (), samples=samples(args.samples), seed=args.seed,
+                        progress=progress))
 
 
 def write(out: Path, data: dict[str, Any]) -> None:
@@ -48,8 +54,9 @@ def write(out: Path, data: dict[str, Any]) -> None:
 def _cell(q: dict[str, Any] | None, pct: bool = False) -> str:
     if not q:
         return "n/a"
-    f = (lambda x: f"{100 * x:.1f}%") if pct else (lambda x: fmt(x, 3))  # noqa: E731 - a fraction as a percentage
-    return f"{f(q['p50'])}\n[dim]{f(q['p5'])}–{f(q['p95'])}[/dim]"
+    if pct:  # a fraction as a percentage, the interval's unit once
+        return f"{100 * q['p50']:.1f}%\n[dim]{100 * q['p5']:.1f}–{100 * q['p95']:.1f}%[/dim]"
+    return f"{fmt(q['p50'], 3)}\n[dim]{fmt(q['p5'], 3)}–{fmt(q['p95'], 3)}[/dim]"
 
 
 def _gpus(dl: dict[str, Any] | None) -> str:

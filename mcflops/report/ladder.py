@@ -76,6 +76,10 @@ def command(d: Mapping[str, Any]) -> str:
     lay = d.get("layout")
     if lay:
         words += ["--layout", ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in lay.items())]
+    for p in d.get("pilots") or []:
+        fields = {"count": p["count"], "tflops_per_gpu": f"{p['tflops_per_gpu']:g}", "sigma": f"{p['sigma']:g}",
+                  **(p.get("layout") or {})}
+        words += ["--pilot", ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in fields.items())]
     return shlex.join(words)
 
 
