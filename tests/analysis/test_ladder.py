@@ -1,7 +1,8 @@
 """The ladder of MFU priors (analysis.ladder) against what it did not compute: each rung's GPU-hours median and
 the deadline's accelerators against a quadrature of the same priors (scipy's beta and lognormal, the calibrated
 prior's quantile table read as the mixture of uniforms it is), and the published run its note names against
-6ND / (peak x hours) from mcflops/data/published_runs.yaml.
+6ND / (peak x hours) from mcflops/data/published_runs.yaml. A pilot on the production layout and count returns
+its own measurement (the conjugate normal limit), and the weighted quantiles reduce to NumPy's with equal weights.
 
 Quantile checks allow K = 4 Monte Carlo standard errors of the quantile (sqrt(p(1-p)/n) / f(q), f the oracle's
 density of log GPU-hours: a 6e-5 false-failure rate per comparison) plus one bin of the pass's histogram (its
@@ -22,13 +23,16 @@ from scipy import optimize, stats
 
 from mcflops import cli, hardware
 from mcflops.analysis import ladder as ladder_mod
+from mcflops.analysis import pilot as pilot_mod
 from mcflops.analysis import scenarios as scen
 from mcflops.analysis.histpass import NBINS
 from mcflops.priors.dist import Z95
+from mcflops.priors.quantiles import ppf
 
 ROOT = Path(__file__).resolve().parents[2]
 FILE = ROOT / "priors" / "examples" / "ladder" / "dense70b-guess.yaml"
 LAYOUT = "tp=8,pp=8,global_batch=2048"
+PILOT = "count=512,tflops_per_gpu=420"
 K = 4.0
 N = 50_000
 
@@ -135,24 +139,57 @@ def test_the_note_names_the_published_runs_the_guess_is_above(two_rungs):
     assert any("published runs' (the calibrated prior) 90% band" in n for n in d["notes"])
 
 
-def test_the_command_shows_three_rungs_and_writes_the_report(tmp_path, capsys):
+def test_the_command_shows_four_rungs_and_writes_the_report(tmp_path, capsys):
     out = tmp_path / "ladder"
-    assert cli.main(["ladder", str(FILE), "--layout", LAYOUT, "--samples", "4000", "--quiet", "--json",
-                     "--out", str(out)]) == 0
+    assert cli.main(["ladder", str(FILE), "--layout", LAYOUT, "--pilot", PILOT, "--samples", "4000", "--quiet",
+                     "--json", "--out", str(out)]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert [r["kind"] for r in d["rungs"]] == ["hand-set", "calibrated", "layout"]
-    lay = d["rungs"][2]
+    assert [r["kind"] for r in d["rungs"]] == ["hand-set", "calibrated", "layout", "pilot"]
+    lay, pil = d["rungs"][2], d["rungs"][3]
     assert lay["count_dependent"] == ["mfu"] and lay["deadline"]["method"] == "fixed point"
+    assert pil["count_dependent"] == [] and pil["pilot"]["pilots"][0]["count"] == 512
+    # the pilot narrows the layout model's production MFU (its 90% interval, as a ratio p95 / p5)
+    assert pil["mfu"]["p95"] / pil["mfu"]["p5"] < lay["mfu"]["p95"] / lay["mfu"]["p5"]
     assert json.loads((out / "ladder.json").read_text())["rungs"][2]["label"] == lay["label"]
     md = (out / "report.md").read_text()
     assert "## 1. MFU in context" in md and "C: layout tp 8, pp 8, global\\_batch 2048" in md
-    assert f"--layout {LAYOUT}" in md  # the reproduce line
+    assert f"--layout {LAYOUT} --pilot {PILOT},sigma=0.05" in md  # the reproduce line
 
 
-@pytest.mark.parametrize("bad, says", [("tp8", "expected KEY=VALUE"), ("tp=8,pp=8", "missing global_batch")])
-def test_a_bad_layout_is_one_line_and_writes_nothing(tmp_path, capsys, bad, says):
+def test_a_pilot_at_production_returns_its_measurement():
+    """A pilot on the production layout and count is a direct measurement of the production MFU: with sigma far
+    below the layout prior's spread (about 0.7 in log MFU) the posterior of log MFU is close to N(log m_obs,
+    sigma^2) (conjugate normal: mean shrinks by sigma^2 / tau^2 < 0.1%, plus the prior's slope times sigma^2, under
+    0.1 sigma for a slope below 5). Tolerance: that 0.1 sigma plus 4 MCSE of a weighted median (sqrt(pi / 2)
+    sigma / sqrt(ESS)); the 90% interval's width within 15% of 2 z95 sigma."""
+    rs = ladder_mod.rungs(FILE, ladder_mod.layout_options([LAYOUT]))
+    prior = rs[2]["spec"].count_dependent["mfu"]
+    sigma, tflops = 0.02, 350.0
+    res = pilot_mod.condition(prior, [pilot_mod.parse_pilot(f"count=4096,tflops_per_gpu={tflops:g},sigma={sigma:g}")])
+    obs = tflops * 1e12 / hardware.get("h100-sxm").peak("bf16")
+    q5, q50, q95 = np.log(ppf(res["dist"], [0.05, 0.5, 0.95]))
+    want = math.log(obs * prior.counting)  # the file's 6ND units: the architecture's FLOPs times counting
+    assert abs(q50 - want) < 0.1 * sigma + 4 * math.sqrt(math.pi / 2) * sigma / math.sqrt(res["ess"]), (q50, want)
+    assert abs((q95 - q5) / (2 * Z95 * sigma) - 1) < 0.15
+    assert abs(res["pilots"][0]["predicted_posterior"]["p50"] / obs - 1) < 0.01
+
+
+def test_weighted_quantiles_with_equal_weights_are_numpys_hazen():
+    x = np.random.default_rng(3).lognormal(size=1001)
+    p = [0.05, 0.3, 0.5, 0.95]
+    assert np.allclose(pilot_mod.weighted_quantiles(x, np.ones_like(x), p), np.quantile(x, p, method="hazen"))
+
+
+@pytest.mark.parametrize("bad, flag, says", [
+    (["--layout", "tp8"], "--layout", "expected KEY=VALUE"),
+    (["--layout", "tp=8,pp=8"], "--layout", "missing global_batch"),
+    (["--pilot", PILOT], "--pilot", "give the production layout with --layout"),
+    (["--layout", LAYOUT, "--pilot", "count=512"], "--pilot", "missing tflops_per_gpu="),
+    (["--layout", LAYOUT, "--pilot", "count=512,tflops_per_gpu=1200"], "--pilot", "of the accelerator's dense peak"),
+    (["--layout", LAYOUT, "--pilot", "count=500,tflops_per_gpu=400"], "--pilot", "the pilot's layout on 500")])
+def test_a_bad_layout_or_pilot_is_one_line_and_writes_nothing(tmp_path, capsys, bad, flag, says):
     out = tmp_path / "x"
-    assert cli.main(["ladder", str(FILE), "--layout", bad, "--out", str(out), "--quiet"]) == 2
+    assert cli.main(["ladder", str(FILE), *bad, "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--layout" in err and says in err, err
+    assert err.count("\n") == 1 and flag in err and says in err, err
     assert not out.exists()
