@@ -66,11 +66,15 @@ def rungs(path: str | Path, layout: Mapping[str, Any] | None = None,
     data = read_yaml(Path(path))
     written = data["priors"].get("mfu")
     own = kind_of(written)
-    out = [{"kind": own, "label": KINDS["hand-set"], "spec": base, "written": own}]
+    label = KINDS["hand-set"] + ("" if own == "hand-set" else f" ({own})")
+    out = [{"kind": own, "label": label, "spec": base}]
     if own != "calibrated":
         node = {"calibrated": True, "source": "mcflops ladder: the calibrated prior in place of the file's"}
-        out.append({"kind": "calibrated", "label": KINDS["calibrated"],
-                    "spec": _variant(data, base, node, "calibrated", drop_goodput=True)})
+        try:
+            out.append({"kind": "calibrated", "label": KINDS["calibrated"],
+                        "spec": _variant(data, base, node, "calibrated", drop_goodput=True)})
+        except SpecError as e:  # the file's units are not the calibrated prior's (a FLOPs convention, FP8)
+            out[0]["skipped"] = f"no rung from published runs: {e.message}"
     if layout is not None:
         text = ", ".join(f"{k} {v}" for k, v in layout.items())
         node = {"layout": dict(layout), "source": f"mcflops ladder --layout: {text}"}
@@ -106,8 +110,13 @@ def _variant(data: Mapping, base, mfu: Mapping, tag: str, drop_goodput: bool = F
     d = copy.deepcopy(data)
     d["name"] = f"{base.name}.{tag}"
     d["priors"]["mfu"] = dict(mfu)
-    if drop_goodput:
+    if drop_goodput:  # and any correlation that names it: the input is gone
         d["priors"].pop("goodput", None)
+        if isinstance(d.get("correlations"), list):
+            d["correlations"] = [c for c in d["correlations"]
+                                 if not (isinstance(c, Mapping) and "goodput" in (c.get("between") or ()))]
+            if not d["correlations"]:
+                d.pop("correlations")
     d.pop("observe", None)  # a forecast: the rungs are priors, like the file's own rung
     d.pop("reported", None)
     try:
@@ -191,7 +200,7 @@ def _sample_q(x) -> dict[str, float]:
 
 def _notes(rs, rows, u, scenario_notes) -> list[str]:
     """Where the rungs disagree, the file's warnings about its priors, and what the deadline holds fixed."""
-    notes: list[str] = []
+    notes: list[str] = [r["skipped"] for r in rs if "skipped" in r]
     for r in rs:  # the load's warnings (a guess outside published runs, a calibrated fallback), once each
         notes += [x for x in r["spec"].notes if x.startswith("WARNING") and x not in notes]
     first = rows[0]

@@ -193,3 +193,11 @@ def test_a_bad_layout_or_pilot_is_one_line_and_writes_nothing(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and flag in err and says in err, err
     assert not out.exists()
+
+
+def test_a_file_in_other_units_gets_no_calibrated_rung_and_says_why():
+    """PaLM's file counts FLOPs as PaLM App. B does (flops: palm); the calibrated prior is in 6ND units, so the
+    ladder is the file's own rung, with a note, not an error (one rung: set beside itself, every draw shared)."""
+    d = ladder_mod.ladder(ROOT / "priors" / "palm-540b.yaml", samples=2000)
+    assert [r["kind"] for r in d["rungs"]] == ["hand-set"]
+    assert d["notes"][0].startswith("no rung from published runs: the calibrated prior is in 6ND units")
