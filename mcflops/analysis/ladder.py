@@ -133,10 +133,9 @@ def ladder(path: str | Path, layout: Sequence[str] | Mapping[str, Any] | None = 
     """The ladder of ``path`` (module docstring): ``rungs`` (a row per rung), ``deadline`` and ``notes``."""
     from mcflops import engine
     from mcflops.analysis import scenarios as scen
-
-    lay = layout if isinstance(layout, Mapping) or layout is None else layout_options(layout)
     from mcflops.analysis.pilot import parse_pilot
 
+    lay = layout if isinstance(layout, Mapping) or layout is None else layout_options(layout)
     pil = [parse_pilot(p) if isinstance(p, str) else p for p in pilots or ()]
     rs = rungs(path, lay, pil)
     specs = [r["spec"] for r in rs]
@@ -213,14 +212,15 @@ def _notes(rs, rows, u, scenario_notes) -> list[str]:
                 continue
             # the calibrated band is on MFU x goodput; the layout's is on MFU alone (goodput is the file's)
             what, mine, theirs = (("MFU x goodput", first["effective"], other["effective"]) if kind == "calibrated"
-                                  else ("MFU", first["mfu"], other["mfu"]))  # a layout's band is on MFU alone
+                                  else ("MFU", first["mfu"], other["mfu"]))
             x, lo, hi = mine["p50"], theirs["p5"], theirs["p95"]
             side = "above" if x > hi else "below" if x < lo else "inside"
             share = float(np.mean(u[other["tag"]][what] < x))
             notes.append(f"your {what} median {x:.3f} is {side} {BAND[kind]} 90% band [{lo:.3f}, {hi:.3f}] "
                          f"(median {theirs['p50']:.3f}, {other['tag']}); {share:.0%} of {other['tag']}'s {what} draws "
                          f"are below it, and {other['tag']}'s GPU-hours median is {_ratio(other, first)} yours")
-    cal, lay = by_kind.get("calibrated") or (first if first["kind"] == "calibrated" else None), by_kind.get("layout")
+    cal = by_kind.get("calibrated") or (first if first["kind"] == "calibrated" else None)
+    lay = by_kind.get("layout") or (first if first["kind"] == "layout" else None)
     if cal is not None and lay is not None:
         x, lo, hi = lay["effective"]["p50"], cal["effective"]["p5"], cal["effective"]["p95"]
         side = "above" if x > hi else "below" if x < lo else "inside"
@@ -273,7 +273,7 @@ def _against_published(spec, row) -> list[str]:
     fam = accelerator_family(acc)
     where = ("above every" if not below else "below every" if not above else
              f"above {len(above)} of the {len(near)}")
-    text = (f"your MFU x goodput median {x:.3f} (MFU {row['mfu']['p50']:.3f} x goodput "
+    text = (f"your MFU x goodput median {x:.3f} (MFU median {row['mfu']['p50']:.3f}, goodput median "
             f"{row['goodput']['p50']:.3f}) sits {where} comparable published run{'s' if len(near) > 1 else ''} "
             f"on {fam} ({'MoE' if moe else 'dense'}, within 3x the parameters; 6ND / (peak x hours), downtime "
             f"included): ")

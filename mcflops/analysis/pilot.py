@@ -64,6 +64,12 @@ def parse_pilot(text: str) -> dict[str, Any]:
                 raise SpecError(f"expected {k}= a number > 0, got {x!r}", field="--pilot")
     if fields["count"] != int(fields["count"]):
         raise SpecError(f"expected count= a whole number, got {fields['count']!r}", field="--pilot")
+    from mcflops.spec.layoutspec import KEYS
+
+    unknown = [k for k in fields if k not in (*NUMBERS, *KEYS)]
+    if unknown:
+        raise SpecError(f"unknown field {unknown[0]}= (expected count, tflops_per_gpu, sigma and layout fields: "
+                        f"{', '.join(KEYS)})", field="--pilot")
     return {"count": int(fields.pop("count")), "tflops_per_gpu": float(fields.pop("tflops_per_gpu")),
             "sigma": float(fields.pop("sigma", SIGMA)), "layout": fields}
 

@@ -185,6 +185,7 @@ def test_weighted_quantiles_with_equal_weights_are_numpys_hazen():
     (["--layout", "tp=8,pp=8"], "--layout", "missing global_batch"),
     (["--pilot", PILOT], "--pilot", "give the production layout with --layout"),
     (["--layout", LAYOUT, "--pilot", "count=512"], "--pilot", "missing tflops_per_gpu="),
+    (["--layout", LAYOUT, "--pilot", f"{PILOT},tq=8"], "--pilot", "unknown field tq="),
     (["--layout", LAYOUT, "--pilot", "count=512,tflops_per_gpu=1200"], "--pilot", "of the accelerator's dense peak"),
     (["--layout", LAYOUT, "--pilot", "count=500,tflops_per_gpu=400"], "--pilot", "the pilot's layout on 500")])
 def test_a_bad_layout_or_pilot_is_one_line_and_writes_nothing(tmp_path, capsys, bad, flag, says):
