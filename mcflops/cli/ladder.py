@@ -21,7 +21,9 @@ def add_parser(sub, common) -> None:
                         "given; each with its MFU, GPU-hours, days on the file's count and accelerators for the "
                         "file's deadline, and notes where they disagree. Inputs other than the MFU share their "
                         "draws (common random numbers).")
-    common(la)
+    common(la, out=False)
+    la.add_argument("--out", help="also write ladder.json and a report (report.md, report.html; its section: MFU in "
+                    "context) into this folder (created if missing)")
     la.add_argument("--layout", action="append", metavar="KEY=VALUE[,KEY=VALUE]",
                     help="a parallel layout for the layout rung, as mfu: {layout: ...} takes it, e.g. "
                     "tp=8,pp=8,global_batch=2048; repeatable")
