@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from mcflops.cli import arch, watch
+from mcflops.cli import arch, ladder, watch
 from mcflops.errors import SpecError
 from mcflops.spec.options import flag
 
@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "prior file and the figures in DIR, without sampling again (fast; no JAX).")
     rp.add_argument("dir", help="a run folder written by `mcflops run`, e.g. reports/llama405b")
     _sens_parsers(sub, common)
+    ladder.add_parser(sub, common)
     arch.add_parser(sub)
     watch.add_parser(sub, _positive_int, _seed)
     ca = sub.add_parser("calibrate", help="fit effective utilization (MFU x goodput) to the published runs; "

@@ -23,7 +23,7 @@ from mcflops.priors import memo
 # `mcflops report` and `mcflops validate` never import JAX
 COMMANDS = {"run": "run", "sample": "run", "validate": "validate", "schema": "validate", "report": "report",
             "sensitivity": "sensitivity", "plan": "plan", "compare": "compare", "calibrate": "calibrate", "arch": "arch",
-            "watch": "watch"}
+            "watch": "watch", "ladder": "ladder"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,91 @@
+"""The ladder's report, "MFU in context": Markdown and one self-contained HTML page from a ``ladder --out``
+folder. Computation-free: everything comes from ``ladder.json`` (analysis.ladder's result)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any, Mapping
+
+from mcflops.report.blocks import C, Document, Items, P, Section, Table, fmt, interval, num
+from mcflops.report.markup import to_html, to_markdown
+
+DATA = "ladder.json"
+TITLE = "MFU in context"
+
+
+def render(folder: str | Path) -> dict[str, str]:
+    """{"report.md": ..., "report.html": ...} for the ladder in ``folder`` (nothing is written)."""
+    from mcflops import reading
+
+    folder = Path(folder)
+    data = reading.read_json(folder / DATA, str(folder / DATA), kind=f"a {DATA} mcflops wrote",
+                             limit=reading.SUMMARY_BYTES, why="a ladder is tens of KB")
+    doc = build(data)
+    return {"report.md": to_markdown(doc), "report.html": to_html(doc)}
+
+
+def _q(name: str, s: Mapping[str, Any] | None) -> str:
+    if not s or not num(s.get("p50")):
+        return "n/a"
+    return f"{fmt(name, s['p50'])} ({interval(name, s.get('p5'), s.get('p95'))})"
+
+
+def _gpus(x: Mapping[str, Any] | None) -> str:
+    if not x:
+        return "n/a"
+    if x.get("gpus") is None:
+        return "out of reach"
+    return f"{x['gpus']:,} ({x.get('method', '')})"
+
+
+def section(d: Mapping[str, Any], title: str = f"1. {TITLE}") -> Section:
+    """The rungs side by side, what each rung's prior is, and the notes where they disagree."""
+    rows, dl = d["rungs"], d.get("deadline")
+    sec = Section("mfu-context", title)
+    sec.blocks.append(P(["The same run under each MFU prior a planner can reach: the file's own, the calibrated "
+                         "prior from published runs on this accelerator at this size, the layout model's when a "
+                         "layout is given. Everything else shares its draws (common random numbers), so the rungs "
+                         "differ by their MFU prior only. Each cell is the median and its 90% interval."]))
+    days = f"days on {d['count']:,}" if d.get("count") else "days"
+    header = ["rung", "MFU", "MFU x goodput", "GPU-hours", days]
+    if dl:
+        header.append(f"accelerators for {dl['days']:g} days at {dl['prob']:g}")
+    body = []
+    for r in rows:
+        mfu = "in MFU x goodput" if r["kind"] == "calibrated" else _q("mfu", r.get("mfu"))
+        line = [f"{r['tag']}: {r['label']}", mfu, _q("mfu", r.get("effective")), _q("gpu_hours", r.get("gpu_hours")),
+                _q("wall_days", r.get("wall_days"))]
+        if dl:
+            line.append(_gpus(r.get("deadline")))
+        body.append(line)
+    n_u = rows[0].get("effective_draws") if rows else None
+    sec.blocks.append(Table(header, body, num=frozenset(range(1, len(header))), stack=True,
+                            caption=f"MFU quantiles are the priors' own (exact); MFU x goodput from the first "
+                            f"{n_u:,} draws; GPU-hours and days from every draw." if n_u else None))
+    sec.blocks.append(Items([[f"{r['tag']}: {r['prior']}"] for r in rows]))
+    notes = d.get("notes") or []
+    if notes:
+        sec.blocks.append(Items([[n] for n in notes], notes=True))
+    return sec
+
+
+def command(d: Mapping[str, Any]) -> str:
+    """The command line that repeats this ladder."""
+    words = ["mcflops", "ladder", str(d.get("path")), "--seed", str(d.get("seed")), "--samples", str(d.get("samples"))]
+    lay = d.get("layout")
+    if lay:
+        words += ["--layout", ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in lay.items())]
+    for p in d.get("pilots") or []:
+        fields = {"count": p["count"], "tflops_per_gpu": f"{p['tflops_per_gpu']:g}", "sigma": f"{p['sigma']:g}",
+                  **(p.get("layout") or {})}
+        words += ["--pilot", ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in fields.items())]
+    return shlex.join(words)
+
+
+def build(d: Mapping[str, Any]) -> Document:
+    meta = f"seed {d.get('seed', '?')} · {d.get('samples', 0):,} draws · priors"
+    acc = f"{d.get('accelerator')} x {d['count']:,}" if d.get("count") else str(d.get("accelerator"))
+    return Document(f"{d.get('name')}: {TITLE}", f"{d.get('path')} ({acc})", meta,
+                    [section(d), Section("reproduce", "2. Reproduce",
+                                         [P(["Every number here comes again from ", C(command(d)), "."])])])
