@@ -52,7 +52,7 @@ def _same(rows, params, lik, static, q, n_valid, block=1):
     inv = jnp.asarray(rng.uniform(400.0, 800.0, q), jnp.float32)
     thr = jnp.asarray(rng.uniform(-0.2, 0.2, q), jnp.float32)
     bins = (lo, inv, thr)
-    kw = dict(rows=rows, static=static, size=engine.BLOCK, nbins=histpass.NBINS)
+    kw = dict(rows=rows, static=static, size=engine.BLOCK, nbins=engine.NBINS)
     new = histpass._hist_call(key, params, lik, bins, jnp.asarray([block], jnp.uint32),
                               jnp.asarray([n_valid], jnp.int32), sub=engine.SUB, **kw)
     ref = _whole_block(key, params, lik, bins, jnp.uint32(block), jnp.int32(n_valid), **kw)
