@@ -72,7 +72,6 @@ def hist_quantiles(hist: np.ndarray, lo: float, width: float, probs) -> np.ndarr
     return np.asarray(out)
 
 
-
 def hist_quantiles_within(hist: np.ndarray, lo: float, width: float, probs, lo_x: float, hi_x: float) -> np.ndarray:
     """``hist_quantiles`` clamped to [lo_x, hi_x], the least and largest draw: a quantile in the under/overflow
     bin is the nearer extreme instead of NaN, and a histogram of one value (hi_x <= lo_x) gives it."""
@@ -88,6 +87,7 @@ def hist_cdf_at(hist: np.ndarray, lo: float, width: float, x) -> np.ndarray:
     past the last edge one minus the overflow bin's."""
     edges, cum = hist_cdf(hist, lo, width)
     return np.interp(np.asarray(x, np.float64), edges, cum, left=cum[0], right=1.0 - hist[-1] / hist.sum())
+
 
 # below this sd of log x, x's sd comes from the log moments (quantity_stats): there the float32 sums' error
 # in E[y^2] - E[y]^2 (it grows as 1 / sd^2) is several percent, the log moments' Monte Carlo error a
