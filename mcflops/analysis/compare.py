@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcflops import engine
-from mcflops.analysis.histpass import NBINS, quantiles, reduce
+from mcflops.analysis.histpass import quantiles, reduce
 from mcflops.errors import SpecError
 from mcflops.model.compute import Model, build_model, evaluate, outputs
 from mcflops.model.copula import apply as apply_copula
@@ -349,8 +349,8 @@ def compare(spec_a, spec_b, *, output: str = "gpu_hours", samples: int | None = 
     total = float(h["s0"])
     ratio.update(min=float(np.exp(shift + h["min"][2])), max=float(np.exp(shift + h["max"][2])),
                  prob_b_greater=float(h["above"][2] / total), prob_b_less=float(h["below"][2] / total))
-    hist = h["hist"][2][1:-1].reshape(-1, NBINS // 64).sum(axis=1)  # 64 coarse bins for the plot
-    edges = h["lo"][2] + h["width"][2] * (NBINS // 64) * np.arange(65)
+    hist = h["hist"][2][1:-1].reshape(-1, engine.NBINS // 64).sum(axis=1)  # 64 coarse bins for the plot
+    edges = h["lo"][2] + h["width"][2] * (engine.NBINS // 64) * np.arange(65)
     out = {"output": output, "seed": seed, "samples": n, "distribution": "posterior" if posterior else "prior",
            "a": side(spec_a, ma, 0), "b": side(spec_b, mb, 1), "ratio": ratio, "inputs": rows,
            "shared_inputs": [r["name"] for r in rows if r["draws"] == SHARED],

@@ -3,7 +3,9 @@
 The same draws as ``mcflops run`` (engine.draw_z with the run key and the engine's block size) are
 reduced, block by block on the device, to log-space histograms; every answer of ``analysis.plan`` and
 ``analysis.compare`` is a quantile or CDF value of one of them (Hyndman & Fan 1996 type-4
-interpolation of the binned CDF, ``summary.hist_quantiles``).
+interpolation of the binned CDF: ``engine.hist_quantiles_within``, ``engine.hist_cdf_at``, the engine's own
+readers). What is the engine's is used as it is: its keyed draws, its bins (``engine.NBINS``, binned by
+``engine.hist_index``), its block loop (``engine.each_block``) and its program store (``engine.program``).
 """
 
 from __future__ import annotations
@@ -17,9 +19,7 @@ import numpy as np
 
 from mcflops import engine
 from mcflops.errors import SpecError
-from mcflops.engine.summary import hist_cdf, hist_quantiles
 
-NBINS = 4096
 PILOT = 1 << 16
 _PILOT_ID = engine.PLAN_PILOT
 
@@ -52,13 +52,12 @@ def _block(key, params, lik, bins, block, n_valid, rows, static, size, sub, nbin
     else:
         m = jnp.max(ll)
         w = jnp.exp(ll - jnp.where(jnp.isfinite(m), m, 0.0))
-    offsets = (jnp.arange(q, dtype=jnp.int32) * (nbins + 2))[:, None]
 
     def scatter(s, hist):
         x = jax.lax.dynamic_slice(X, (0, s * sub), (q, sub))
         ws = jax.lax.dynamic_slice(w, (s * sub,), (sub,))
-        idx = jnp.clip(jnp.floor((x - lo[:, None]) * inv[:, None]) + 1, 0, nbins + 1).astype(jnp.int32)
-        return hist.at[(idx + offsets).reshape(-1)].add(jnp.broadcast_to(ws[None, :], x.shape).reshape(-1))
+        idx = engine.hist_index(x, lo, inv, nbins)
+        return hist.at[idx.reshape(-1)].add(jnp.broadcast_to(ws[None, :], x.shape).reshape(-1))
 
     hist = jax.lax.fori_loop(0, held, scatter, jnp.zeros(q * (nbins + 2), f32)).reshape(q, nbins + 2)
     W = jnp.broadcast_to(w[None, :], X.shape)
@@ -84,30 +83,31 @@ def _pilot_call(key, params, *, rows, static):
 
 
 def reduce(key: jax.Array, rows: Callable, params: Any, lik, n: int, *, static: tuple = (),
-           thresholds=None, size: int = engine.BLOCK,
+           thresholds=None, size: int = engine.BLOCK, blocks_per_call: int = 1,
            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Histograms (float64, blocks added in order) of the rows ``rows(key, params, lik, block, at, size, *static)``
-    (draws at .. at + size - 1 of block ``block``; ``at`` None: from the block's first draw).
+    (draws at .. at + size - 1 of block ``block``; ``at`` None: from the block's first draw). Calls take
+    ``blocks_per_call`` blocks (``engine.each_block``); the sums do not depend on it.
 
     With a likelihood the weights are exp(log-likelihood), rescaled block by block to the running
     maximum (the engine's scheme), so the histograms are the importance-weighted posterior's.
     """
     pilot = np.asarray(jax.device_get(_pilot_call(key, params, rows=rows, static=static)), np.float64)
     span = np.maximum(pilot[1] - pilot[0], 1e-6)
-    lo, width = pilot[0] - 0.5 * span, 2.0 * span / NBINS
+    lo, width = pilot[0] - 0.5 * span, 2.0 * span / engine.NBINS
     q = len(lo)
     thr = np.zeros(q) if thresholds is None else np.asarray(thresholds, np.float64)
-    nblocks = -(-n // size)
     acc: dict[str, Any] | None = None
     log_max = -np.inf
     mn, mx = np.full(q, np.inf), np.full(q, -np.inf)
     bins = tuple(jnp.asarray(x, jnp.float32) for x in (lo, 1.0 / width, thr))
-    for b in range(nblocks):
-        nv = min(n - b * size, size)
-        out = jax.device_get(_hist_call(key, params, lik, bins, jnp.asarray([b], jnp.uint32),
-                                        jnp.asarray([nv], jnp.int32), rows=rows, static=static, size=size,
-                                        sub=min(engine.SUB, size), nbins=NBINS))
-        blk = {k: np.asarray(v[0], np.float64) for k, v in out.items()}
+
+    def call(blocks, n_valid):
+        return _hist_call(key, params, lik, bins, blocks, n_valid, rows=rows, static=static, size=size,
+                          sub=min(engine.SUB, size), nbins=engine.NBINS)
+
+    for _, out in engine.each_block(call, n, size, blocks_per_call, progress):
+        blk = {k: np.asarray(v, np.float64) for k, v in out.items()}
         mn, mx = np.minimum(mn, blk["min"]), np.maximum(mx, blk["max"])
         m = float(blk["m"])
         if np.isfinite(m) and float(blk["s0"]) > 0:
@@ -121,8 +121,6 @@ def reduce(key: jax.Array, rows: Callable, params: Any, lik, n: int, *, static: 
             else:
                 acc = {k: acc[k] * (scale_old**2 if k == "s0w2" else scale_old) + blk2[k] for k in acc}
             log_max = new
-        if progress is not None:
-            progress(b + 1, nblocks)
     if acc is None:
         raise SpecError("no draw can explain the observations (every likelihood is zero)", field="observe")
     acc.update(lo=lo, width=width, min=mn, max=mx, n=n)
@@ -131,15 +129,10 @@ def reduce(key: jax.Array, rows: Callable, params: Any, lik, n: int, *, static: 
 
 def quantiles(h: Mapping[str, Any], row: int, probs) -> np.ndarray:
     """Quantiles of row ``row`` (centred log), clamped to the exact min and max of the draws."""
-    lo_x, hi_x = h["min"][row], h["max"][row]
-    if hi_x <= lo_x:
-        return np.full(len(np.atleast_1d(probs)), lo_x)
-    qs = hist_quantiles(h["hist"][row], h["lo"][row], h["width"][row], probs)
-    return np.clip(np.where(np.isnan(qs), np.where(np.asarray(probs) < 0.5, lo_x, hi_x), qs), lo_x, hi_x)
+    return engine.hist_quantiles_within(h["hist"][row], h["lo"][row], h["width"][row], probs, h["min"][row],
+                                        h["max"][row])
 
 
 def cdf(h: Mapping[str, Any], row: int, x) -> np.ndarray:
     """P(row <= x) from the histogram (linear within bins)."""
-    hist = h["hist"][row]
-    edges, cum = hist_cdf(hist, h["lo"][row], h["width"][row])
-    return np.interp(np.asarray(x, np.float64), edges, cum, left=cum[0], right=1.0 - hist[-1] / hist.sum())
+    return engine.hist_cdf_at(h["hist"][row], h["lo"][row], h["width"][row], x)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from functools import partial
 from typing import Any, Mapping
 
 import jax
@@ -76,8 +75,7 @@ def _tables(spec: Spec, model: Model, counts) -> jax.Array:
     return jnp.asarray(out, jnp.float32)
 
 
-@partial(jax.jit, static_argnames=("names", "size"))
-def _block(key, model, lik, tables, thr, block, n_valid, *, names, size):
+def _block(key, model, lik, tables, thr, block, n_valid, names, size):
     """One block: per count, the weight of draws whose hours at that count are within its threshold."""
     z = engine.draw_z(key, model, block, size)
     v = evaluate(model, z)
@@ -99,7 +97,13 @@ def _block(key, model, lik, tables, thr, block, n_valid, *, names, size):
         h = outputs(model, dk)["gpu_hours"]
         return jnp.sum(jnp.where(h <= t, w, 0.0))
 
-    return jax.lax.map(one, (tables, thr)), jnp.sum(w), jnp.sum(w * w), m
+    return {"below": jax.lax.map(one, (tables, thr)), "s0": jnp.sum(w), "s0w2": jnp.sum(w * w), "m": m}
+
+
+# engine.program: a second process (the CLI's plan) loads the executable instead of compiling it again
+@engine.program(static_argnames=("names", "size"))
+def _within_call(key, model, lik, tables, thr, blocks, n_valid, *, names, size):
+    return jax.lax.map(lambda a: _block(key, model, lik, tables, thr, a[0], a[1], names, size), (blocks, n_valid))
 
 
 def prob_within(key, spec: Spec, model: Model, lik, n: int, days: float, counts) -> tuple[np.ndarray, float]:
@@ -113,11 +117,12 @@ def prob_within(key, spec: Spec, model: Model, lik, n: int, days: float, counts)
     names = tuple(spec.count_dependent)
     size = min(engine.BLOCK, n)  # draw i of a block comes from counter i: a shorter block is a prefix of it
     below, s0, s0w2, log_max = np.zeros(len(counts)), 0.0, 0.0, -math.inf
-    for b in range(-(-n // size)):
-        nv = min(n - b * size, size)
-        out = jax.device_get(_block(key, model, lik, tables, thr, jnp.uint32(b), jnp.int32(nv), names=names,
-                                    size=size))
-        bl, s, s2, m = (np.asarray(x, np.float64) for x in out)
+
+    def call(blocks, n_valid):
+        return _within_call(key, model, lik, tables, thr, blocks, n_valid, names=names, size=size)
+
+    for _, out in engine.each_block(call, n, size, 1):
+        bl, s, s2, m = (np.asarray(out[k], np.float64) for k in ("below", "s0", "s0w2", "m"))
         m = float(m)
         if not (math.isfinite(m) and float(s) > 0):
             continue

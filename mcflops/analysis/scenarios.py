@@ -30,7 +30,7 @@ import numpy as np
 
 from mcflops import engine
 from mcflops.analysis import compare as pair
-from mcflops.analysis.histpass import NBINS, quantiles, reduce
+from mcflops.analysis.histpass import quantiles, reduce
 from mcflops.errors import SpecError
 
 QUANTITIES = ("gpu_hours", "wall_days", "cost", "energy_mwh")
@@ -212,7 +212,7 @@ def _b_over_a(specs, h, output, ra, rb, rr, centres, rows, models, posterior, n,
     ratio = dict(zip(pair.NAMES, np.exp(shift + quantiles(h, rr, pair.PROBS)).tolist()))
     ratio.update(min=float(np.exp(shift + h["min"][rr])), max=float(np.exp(shift + h["max"][rr])),
                  prob_b_greater=float(h["above"][rr] / total), prob_b_less=float(h["below"][rr] / total))
-    step = NBINS // 64  # 64 coarse bins for the figure, as analysis.compare draws them
+    step = engine.NBINS // 64  # 64 coarse bins for the figure, as analysis.compare draws them
     hist = h["hist"][rr][1:-1].reshape(-1, step).sum(axis=1)
     edges = h["lo"][rr] + h["width"][rr] * step * np.arange(65)
     out = {"output": output, "seed": seed, "samples": n, "distribution": "posterior" if posterior else "prior",
@@ -255,7 +255,7 @@ def _deadline(spec, h, row: int, centre: float, dl, total: float, ess: float, *,
 
 def _coarse(h, row: int, centre: float, total: float) -> dict[str, Any]:
     """A scenario's histogram on COARSE bins, trimmed to the bins that hold draws: what the figure draws."""
-    step = NBINS // COARSE
+    step = engine.NBINS // COARSE
     w = h["hist"][row][1:-1].reshape(-1, step).sum(axis=1) / total
     edges = centre + h["lo"][row] + h["width"][row] * step * np.arange(COARSE + 1)
     held = np.flatnonzero(w > 0)

@@ -16,7 +16,7 @@ sample count grows: a block's sums are fixed-size, and the reservoir and PSIS ta
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import jax
@@ -110,24 +110,33 @@ def _call(lay: Layout, ndev: int) -> Callable:
     return _CALLS[k]
 
 
-def sum_blocks(call: Callable[[jax.Array, jax.Array], Mapping], n: int, size: int, blocks_per_call: int,
-               progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Float64 sums, in block order, of the ``"s"`` and ``"ss"`` outputs of ``call(block_ids, n_valid)`` over
-    the ceil(n / size) keyed blocks of n draws (the Sobol and Shapley passes). Calls take ``blocks_per_call``
-    blocks, the remainder one at a time: two compiled shapes at most."""
+def each_block(call: Callable[[jax.Array, jax.Array], Mapping], n: int, size: int, blocks_per_call: int,
+               progress: Callable[[int, int], None] | None = None) -> Iterator[tuple[int, dict]]:
+    """(block, its outputs) for each of the ceil(n / size) keyed blocks of n draws, in block order: the outputs
+    of ``call(block_ids, n_valid)`` (every leaf with a leading axis over the call's blocks) at that block, on the
+    host. Calls take ``blocks_per_call`` blocks, the remainder one at a time: two compiled shapes at most. The
+    analyses' passes (Sobol, Shapley, planning, compare) loop over their blocks here."""
     nblocks = -(-n // size)
     full = nblocks - nblocks % blocks_per_call
     starts = [(b, blocks_per_call) for b in range(0, full, blocks_per_call)] + [(b, 1) for b in range(full, nblocks)]
-    s = ss = None
     for start, count in starts:
         ids = np.arange(start, start + count, dtype=np.uint32)
         nv = np.minimum(n - ids.astype(np.int64) * size, size).astype(np.int32)
         out = jax.device_get(call(jax.device_put(ids), jax.device_put(nv)))  # no staging programs
-        for j in range(len(ids)):
-            bs, bss = np.asarray(out["s"][j], np.float64), np.asarray(out["ss"][j], np.float64)
-            s, ss = (bs, bss) if s is None else (s + bs, ss + bss)
+        for j in range(count):
+            yield start + j, {k: v[j] for k, v in out.items()}
         if progress is not None:
             progress(start + count, nblocks)
+
+
+def sum_blocks(call: Callable[[jax.Array, jax.Array], Mapping], n: int, size: int, blocks_per_call: int,
+               progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 sums, in block order, of the ``"s"`` and ``"ss"`` outputs of ``call(block_ids, n_valid)`` over
+    the ceil(n / size) keyed blocks of n draws (the Sobol and Shapley passes; ``each_block``)."""
+    s = ss = None
+    for _, out in each_block(call, n, size, blocks_per_call, progress):
+        bs, bss = np.asarray(out["s"], np.float64), np.asarray(out["ss"], np.float64)
+        s, ss = (bs, bss) if s is None else (s + bs, ss + bss)
     return s, ss
 
 

@@ -168,8 +168,9 @@ def _moments(D, y, w, s0, cross):
             "s2y": jnp.sum(wy * y, axis=1), "cross": cross}
 
 
-def _hist_index(D, lo, inv, nbins):
-    """Flat bin index of every element of D (row r uses bins r*(nbins+2) .. (r+1)*(nbins+2) - 1)."""
+def hist_index(D, lo, inv, nbins):
+    """Flat bin index of every element of D (row r uses bins r*(nbins+2) .. (r+1)*(nbins+2) - 1): bin 0 below
+    ``lo``, bins of width 1 / ``inv`` from there, bin nbins + 1 above (every histogram of a pass is binned here)."""
     idx = jnp.clip(jnp.floor((D - lo[:, None]) * inv[:, None]) + 1.0, 0.0, nbins + 1.0).astype(jnp.int32)
     return idx + (jnp.arange(D.shape[0], dtype=jnp.int32) * (nbins + 2))[:, None]
 
@@ -311,7 +312,7 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
                 ys = y[smp]
             else:
                 ys = jnp.where(valid[None, :], jnp.exp(D[smp]), 0.0)
-            idx = _hist_index(D, lo, inv, nb)
+            idx = hist_index(D, lo, inv, nb)
             new = dict(acc)
             hi = jax.lax.Precision.HIGHEST
             if lik is not None:  # the posterior's weights first: one product gives both cross-sum matrices

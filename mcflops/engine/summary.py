@@ -72,6 +72,23 @@ def hist_quantiles(hist: np.ndarray, lo: float, width: float, probs) -> np.ndarr
     return np.asarray(out)
 
 
+def hist_quantiles_within(hist: np.ndarray, lo: float, width: float, probs, lo_x: float, hi_x: float) -> np.ndarray:
+    """``hist_quantiles`` clamped to [lo_x, hi_x], the least and largest draw: a quantile in the under/overflow
+    bin is the nearer extreme instead of NaN, and a histogram of one value (hi_x <= lo_x) gives it."""
+    probs = np.atleast_1d(np.asarray(probs, np.float64))
+    if hi_x <= lo_x:
+        return np.full(len(probs), lo_x)
+    qs = hist_quantiles(hist, lo, width, probs)
+    return np.clip(np.where(np.isnan(qs), np.where(probs < 0.5, lo_x, hi_x), qs), lo_x, hi_x)
+
+
+def hist_cdf_at(hist: np.ndarray, lo: float, width: float, x) -> np.ndarray:
+    """P(X <= x) from a histogram (``hist_cdf``, linear within bins): below ``lo`` the underflow bin's share,
+    past the last edge one minus the overflow bin's."""
+    edges, cum = hist_cdf(hist, lo, width)
+    return np.interp(np.asarray(x, np.float64), edges, cum, left=cum[0], right=1.0 - hist[-1] / hist.sum())
+
+
 # below this sd of log x, x's sd comes from the log moments (quantity_stats): there the float32 sums' error
 # in E[y^2] - E[y]^2 (it grows as 1 / sd^2) is several percent, the log moments' Monte Carlo error a
 # fraction of one; above it the sums are as good or better (RESULTS.md, "Near-degenerate outputs")
