@@ -25,7 +25,7 @@ from mcflops import cli, hardware
 from mcflops.analysis import ladder as ladder_mod
 from mcflops.analysis import pilot as pilot_mod
 from mcflops.analysis import scenarios as scen
-from mcflops.analysis.histpass import NBINS
+from mcflops.engine import NBINS
 from mcflops.priors.dist import Z95
 from mcflops.priors.quantiles import ppf
 
