@@ -19,7 +19,7 @@ explicit call before the first JAX computation; ``mcflops.run`` and the command 
 
 from mcflops.engine.devices import mesh, setup
 from mcflops.engine.driver import POOL, POOL_ESS, each_block, pool_subblocks, run, sum_blocks
-from mcflops.engine.kernel import (BLOCK, GPU_BATCH, KEEP, NBINS, SUB, Layout, Likelihood, build_likelihood, draw_z,
+from mcflops.engine.kernel import (BLOCK, GPU_BATCH, KEEP, NBINS, SUB, PassShape, Likelihood, build_likelihood, draw_z,
                                    hist_index, log_likelihood, normals, normals_at)
 from mcflops.engine.merge import psis_tail
 from mcflops.engine.programs import Program, program, stop_cache, use_cache
@@ -28,7 +28,7 @@ from mcflops.engine.streams import (COMPARE, GUMBEL, NUTS, PLAN_PILOT, RESAMPLE,
 from mcflops.engine.summary import Sums, ess, hist_cdf, hist_cdf_at, hist_quantiles, hist_quantiles_within
 
 __all__ = ["BLOCK", "COMPARE", "GPU_BATCH", "GUMBEL", "KEEP", "NBINS", "NUTS", "PLAN_PILOT", "POOL", "POOL_ESS", "RESAMPLE",
-           "SHAPLEY", "SOBOL_A", "SOBOL_B", "SUB", "SWEEP", "Layout", "Likelihood", "Sums", "build_likelihood",
+           "SHAPLEY", "SOBOL_A", "SOBOL_B", "SUB", "SWEEP", "PassShape", "Likelihood", "Sums", "build_likelihood",
            "draw_z", "each_block", "ess", "hist_cdf", "hist_cdf_at", "hist_index", "hist_quantiles",
            "hist_quantiles_within", "log_likelihood", "mesh", "normals", "normals_at", "pool_subblocks",
            "Program", "program", "psis_tail", "stop_cache", "use_cache", "run", "seed_key", "setup", "stable_id", "sum_blocks"]

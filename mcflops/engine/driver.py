@@ -24,7 +24,7 @@ import numpy as np
 
 from mcflops.engine.devices import mesh
 from mcflops.engine.exact import bin_probabilities, distinct_rows, exp_moments, ranges
-from mcflops.engine.kernel import BLOCK, GPU_BATCH, KEEP, NBINS, SUB, Layout, Likelihood, make_call
+from mcflops.engine.kernel import BLOCK, GPU_BATCH, KEEP, NBINS, SUB, PassShape, Likelihood, make_call
 from mcflops.engine.merge import _expand, _Merge, psis_tail
 from mcflops.engine import tree
 from mcflops.engine.summary import Sums
@@ -85,7 +85,7 @@ def _batch() -> int:
 
 
 def _layout(model: Model, lik, n: int, pool: int, size: int, sub: int, rsub: int, psub: int, widen: int = 1,
-            pfrom: int = 0) -> Layout:
+            pfrom: int = 0) -> PassShape:
     """Static sizes of a pass whose pool (``psub`` sub-blocks per block) holds ``pool`` draws; ``widen``
     scales the per-sub-block top-k (0: keep every draw's key); ``pfrom`` > 0: a pass over the pool
     sub-blocks pfrom..psub-1 only, selections and weights only (the pool grown after a first pass)."""
@@ -98,12 +98,12 @@ def _layout(model: Model, lik, n: int, pool: int, size: int, sub: int, rsub: int
     sampled = tuple(i for i, r in enumerate(rows) if r not in model.inputs)
     batch = _batch()
     first = sub if psub else rsub  # the kept prior draws come from the block's first sub-block
-    return Layout(size=size, sub=sub, rows=rows, sampled=sampled, keep=min(KEEP, first), ktop=ktop, kres=kres,
+    return PassShape(size=size, sub=sub, rows=rows, sampled=sampled, keep=min(KEEP, first), ktop=ktop, kres=kres,
                   batch=batch, psub=psub if lik is not None else 0, rsub=rsub, pfrom=pfrom, sums=not pfrom,
                   group=tree.group_size(-(-n // size)))
 
 
-def _call(lay: Layout, ndev: int) -> Callable:
+def _call(lay: PassShape, ndev: int) -> Callable:
     k = (lay, ndev)
     if k not in _CALLS:
         _CALLS[k] = make_call(lay, ndev)
@@ -140,7 +140,7 @@ def sum_blocks(call: Callable[[jax.Array, jax.Array], Mapping], n: int, size: in
     return s, ss
 
 
-def _pass(p: Pass, lay: Layout, merge: _Merge, progress: Callable[[int, int], None] | None) -> None:
+def _pass(p: Pass, lay: PassShape, merge: _Merge, progress: Callable[[int, int], None] | None) -> None:
     """Every block of n draws: calls of ``blocks_per_call`` blocks per device (rounded up to whole groups of
     ``lay.group`` blocks), added to ``merge`` in group order (the next call is dispatched before the previous one
     is added)."""

@@ -128,7 +128,7 @@ def log_likelihood(lik: Likelihood, v: Mapping[str, jax.Array]) -> jax.Array:
 # ---------------------------------------------------------------------------------------------- the program
 
 @dataclass(frozen=True)
-class Layout:
+class PassShape:
     """Static sizes of one engine pass (with the model's structure, what a compiled program depends on).
 
     A block is read in two loops: ``psub`` pool sub-blocks of ``sub`` draws (with observations: the PSIS
@@ -227,7 +227,7 @@ def _weights(ll, m, ok):
     return jnp.where(r > W_FLOOR, jnp.exp(r), 0.0)
 
 
-def _select(acc: dict, i, ll, gumbel_words, D, lay: Layout) -> dict:
+def _select(acc: dict, i, ll, gumbel_words, D, lay: PassShape) -> dict:
     """Slot i of the PSIS tail (the ktop largest log-likelihoods) and of the reservoir (the kres largest
     ll + Gumbel keys, with their draws)."""
     new = dict(acc)
@@ -242,9 +242,9 @@ def _select(acc: dict, i, ll, gumbel_words, D, lay: Layout) -> dict:
     return new
 
 
-def _select_block(model: Model, lik: Likelihood, n_valid, lay: Layout, K, names):
+def _select_block(model: Model, lik: Likelihood, n_valid, lay: PassShape, K, names):
     """A grown pool's new part (pool sub-blocks pfrom..psub-1 of a block): the selections and the sums of
-    the weights there (relative to their largest log-likelihood), nothing else (``Layout.sums`` False)."""
+    the weights there (relative to their largest log-likelihood), nothing else (``PassShape.sums`` False)."""
     f32, q, k = jnp.float32, len(lay.rows), lay.nsub
     acc = {"m": jnp.full((), -jnp.inf, f32), "w": jnp.zeros((2,), f32),
            "top": jnp.full((k, lay.ktop), -jnp.inf, f32), "rkey": jnp.full((k, lay.kres), -jnp.inf, f32),
@@ -269,7 +269,7 @@ def _select_block(model: Model, lik: Likelihood, n_valid, lay: Layout, K, names)
     return acc
 
 
-def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_valid, lay: Layout):
+def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_valid, lay: PassShape):
     """Reduce one block of draws to fixed-size sums (on the device, under jit)."""
     q, nb = len(lay.rows), lay.nbins
     names = tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const")
@@ -367,12 +367,12 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
     return acc
 
 
-def sum_fields(lay: Layout, lik: Likelihood | None) -> dict:
+def sum_fields(lay: PassShape, lik: Likelihood | None) -> dict:
     """The sections of sums a block of this pass adds (``tree.fields``)."""
     return fields(len(lay.rows), len(lay.sampled), lay.nbins, len(lik.names) if lik is not None else 0)
 
 
-def make_call(lay: Layout, ndev: int):
+def make_call(lay: PassShape, ndev: int):
     """The compiled program of a pass: each device reduces its blocks (a whole number of groups, in group
     order) to one set of sums per group (``tree.reduce_groups``); the selections stay per block."""
 

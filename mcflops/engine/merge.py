@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from mcflops.engine.kernel import KEEP, Layout
+from mcflops.engine.kernel import KEEP, PassShape
 from mcflops.engine.tree import fields, split
 from mcflops.engine.summary import ess
 
@@ -26,7 +26,7 @@ def psis_tail(n: int) -> int:
 class _Merge:
     """Adds group sums in group order (float64), keeping the running maximum of the posterior."""
 
-    def __init__(self, n: int, lay: Layout, posterior: bool, pool: int, nobs: int = 0):
+    def __init__(self, n: int, lay: PassShape, posterior: bool, pool: int, nobs: int = 0):
         self.n, self.lay, self.posterior, self.pool = n, lay, posterior, pool
         self.fields = fields(len(lay.rows), len(lay.sampled), lay.nbins, nobs)
         post = self.fields.get("post", {})
@@ -71,7 +71,7 @@ class _Merge:
         return self._read
 
     def add_call(self, out: dict, groups: np.ndarray, blocks: np.ndarray, n_valid: np.ndarray,
-                 lay: Layout | None = None) -> None:
+                 lay: PassShape | None = None) -> None:
         """Add one call's output: its groups' sums at output positions ``groups`` (in group order, those that
         hold draws) and its blocks' selections at call positions ``blocks`` (in block order, those that hold
         draws: ``n_valid`` each). ``lay``: the layout of the call, when not ``self.lay``."""
@@ -150,7 +150,7 @@ class _Merge:
     def inside(self) -> np.ndarray | None:
         return self._split()["inside"]
 
-    def _add_selections(self, out: dict, blocks: np.ndarray, n_valid: np.ndarray, lay: Layout) -> None:
+    def _add_selections(self, out: dict, blocks: np.ndarray, n_valid: np.ndarray, lay: PassShape) -> None:
         """The blocks' PSIS-tail and reservoir candidates, all of a call's blocks at once (in block order)."""
         sub = lay.sub
         counts = np.clip(np.asarray(n_valid, np.int64)[:, None] - sub * np.arange(lay.pfrom, lay.psub)[None, :],
