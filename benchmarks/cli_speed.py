@@ -19,7 +19,7 @@ ratio to it moves less than the seconds do. Reported: median and minimum seconds
 the reference, and the median CPU seconds (user + system, child processes included: less sensitive
 to the load than the seconds; ``--json`` also lists every run's). "warm" means the caches of one folder
 (``MCFLOPS_JAX_CACHE``: JAX's compilation cache, the compiled programs of ``engine.program`` and the
-host results of ``priors.memo``) were filled by the untimed runs first (the cold `run`, then a
+host results of ``mcflops.diskcache``) were filled by the untimed runs first (the cold `run`, then a
 `sample`); "cold" is that first `run`, with the folder empty. The folder is a fresh temporary one, so the user's own caches are left alone.
 
 ``--tree DIR`` (repeatable) times the same commands of other source trees (e.g. a ``git archive`` of an

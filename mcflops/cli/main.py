@@ -17,7 +17,7 @@ from mcflops.cli import signals
 from mcflops.cli.args import EXIT_BAD_INPUT, as_flag, build_parser
 from mcflops.cli.session import Session
 from mcflops.errors import SpecError
-from mcflops.priors import memo
+from mcflops import diskcache
 
 # command -> the module of mcflops.cli that runs it (its ``command(args)``), imported when used:
 # `mcflops report` and `mcflops validate` never import JAX
@@ -94,7 +94,7 @@ def _main(argv: Sequence[str] | None, session: Session) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_BAD_INPUT
-    memo.use()  # priors' fits, tails and tables from earlier runs (a second validate imports no scipy)
+    diskcache.use()  # priors' fits, tails and tables from earlier runs (a second validate imports no scipy)
     args.session = session
     return importlib.import_module(f"mcflops.cli.{COMMANDS[args.command]}").command(args)
 

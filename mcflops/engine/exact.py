@@ -8,7 +8,7 @@ import hashlib
 import numpy as np
 
 from mcflops.model.compute import Model, outputs
-from mcflops.priors import memo
+from mcflops import diskcache
 
 ZBOUND = 6.4  # no standard normal the engine draws exceeds this (_rng: largest |z| is 6.34)
 
@@ -71,7 +71,7 @@ def ranges(model: Model, rows: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]
 def _by_table(fn):
     """Memoise a function of a sampler (and floats) by the sampler's numbers: samplers hold JAX arrays,
     which do not hash, and the same prior gives equal tables (make_sampler is memoised too). On disk too
-    when the command line keeps host results (priors.memo: a second run imports no scipy.special)."""
+    when the command line keeps host results (mcflops.diskcache: a second run imports no scipy.special)."""
     cache: dict = {}
     name = f"{fn.__module__}.{fn.__qualname__}"
 
@@ -83,7 +83,7 @@ def _by_table(fn):
                 cache.clear()
             text = repr((sampler.kind, float(sampler.a), float(sampler.b), str(table.dtype), table.shape,
                          hashlib.sha256(table.tobytes()).hexdigest(), tuple(float(a) for a in args)))
-            cache[key] = memo.kept(name, text, lambda: fn(sampler, *args))
+            cache[key] = diskcache.kept(name, text, lambda: fn(sampler, *args))
             cache[key].flags.writeable = False
         return cache[key]
 

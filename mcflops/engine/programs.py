@@ -32,7 +32,7 @@ from typing import Any
 
 import jax
 
-from mcflops.priors.memo import cache_folder, package_digest, read_entry, write_entry
+from mcflops.diskcache import cache_folder, package_digest, read_entry, write_entry
 
 MAGIC = b"mcflops-program-v1\n"
 KEEP = 256  # programs kept (about 0.7 MB each on a CPU)

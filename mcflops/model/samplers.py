@@ -22,7 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcflops.priors import memo, quantiles
+from mcflops import diskcache
+from mcflops.priors import quantiles
 from mcflops.priors.dist import Dist
 
 ZMAX = 8.0  # the table spans z in [-8, 8]: Phi(-8) = 6e-16, beyond any float32 normal draw
@@ -64,7 +65,7 @@ def z_grid() -> np.ndarray:
 
 
 @quantiles.memoised(64)  # 64 tables of 4097 float64: 2 MiB at most
-@memo.persistent  # and on disk, when the command line keeps them (priors.memo)
+@diskcache.persistent  # and on disk, when the command line keeps them (mcflops.diskcache)
 def log_quantile_table(d: Dist) -> np.ndarray:
     """log F^{-1}(Phi(z)) on the z grid, in float64 (lower half by ppf, upper half by isf for accuracy).
 

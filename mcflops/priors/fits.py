@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from mcflops.priors.dist import Z95
-from mcflops.priors.memo import persistent
+from mcflops.diskcache import persistent
 
 
 @persistent(keyed=2)  # err only words the error of a failed fit, and failures are not kept

@@ -31,7 +31,7 @@ from functools import lru_cache, wraps
 
 import numpy as np
 
-from mcflops.priors.memo import dist_key, persistent
+from mcflops.diskcache import dist_key, persistent
 
 _SQRT1_2 = 0.7071067811865476  # 1/sqrt(2): Phi(x) = (1 + erf(x/sqrt 2))/2 (A&S 26.2.29)
 

@@ -84,9 +84,9 @@ def _against_band(priors: Mapping[str, Dist], accelerator: str, moe: bool) -> li
 def published_band(accelerator: str, params: float, moe: bool):
     """(p5, p50, p95) of the calibrated prior's u for a run like this (no organisation), the fit's number of
     runs, and the published runs on the same generation, dense or MoE alike, within 3x the parameters, with
-    their implied u; None where the fit has no run on this generation. Kept on disk (priors/memo): it costs
+    their implied u; None where the fit has no run on this generation. Kept on disk (mcflops/diskcache.py): it costs
     the calibrated prior's quantile solve and a read of the runs, and a `validate` should not pay it twice."""
-    from mcflops.priors.memo import kept
+    from mcflops.diskcache import kept
 
     if not (params > 0 and math.isfinite(params)):
         return None

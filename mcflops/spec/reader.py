@@ -19,19 +19,19 @@ def read_yaml(p: Path) -> Mapping:
     aliases and alias bombs. Duplicate keys are errors, not last-wins.
 
     A text parsed before (the same bytes, by the same package and ruamel) is read back from the host
-    results (priors.memo, when the CLI has named its folder): ruamel's parser is most of a load. Only a
+    results (mcflops.diskcache, when the CLI has named its folder): ruamel's parser is most of a load. Only a
     text that parses is kept, so a bad edit is parsed, and named with its line, as ever.
     """
     import hashlib
 
     from ruamel.yaml import __version__ as ruamel_version
 
-    from mcflops.priors import memo
+    from mcflops import diskcache
 
     ctx = str(p)
     text = read_text(p, ctx)
     key = f"ruamel {ruamel_version} text {hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()}"
-    return memo.kept("spec.reader.parse", key, lambda: parse_yaml(text, ctx))
+    return diskcache.kept("spec.reader.parse", key, lambda: parse_yaml(text, ctx))
 
 
 def parse_yaml(text: str, ctx: str) -> Mapping:

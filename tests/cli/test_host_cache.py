@@ -1,4 +1,4 @@
-"""The host results the command line keeps (priors.memo): a second `mcflops validate` of a file imports no
+"""The host results the command line keeps (mcflops.diskcache): a second `mcflops validate` of a file imports no
 scipy.special and builds the same Spec; `sample` reads back the same tables (the same summary); bad entries
 are ignored; MCFLOPS_NO_CACHE and unwritable folders leave runs as they were. Fresh interpreters: this
 test process has imported scipy already."""
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mcflops.priors import memo, quantiles
+from mcflops import diskcache
+from mcflops.priors import quantiles
 from mcflops.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -64,7 +65,7 @@ def test_kept_values_are_the_computed_ones(tmp_path):
 
     spec0 = load_spec(ROOT / PRIOR)
     tables0 = {n: log_quantile_table(d) for n, d in spec0.priors.items() if d.family not in ("point",)}
-    memo.use(tmp_path)
+    diskcache.use(tmp_path)
     try:
         for fn in (quantiles.tails, quantiles.median, quantiles.central, log_quantile_table):
             fn.cache_clear()  # the in-memory memo: every value below comes from the disk store
@@ -80,7 +81,7 @@ def test_kept_values_are_the_computed_ones(tmp_path):
             assert t1.tobytes() == t.tobytes() and not t1.flags.writeable
         assert sorted((tmp_path / "host").glob("*.pkl"))
     finally:
-        memo.stop()
+        diskcache.stop()
         for fn in (quantiles.tails, quantiles.median, quantiles.central, log_quantile_table):
             fn.cache_clear()
     assert np.all(np.isfinite(next(iter(tables0.values()))))
@@ -92,9 +93,9 @@ def test_prune_keeps_the_newest(tmp_path):
         p.write_bytes(b"x")
         os.utime(p, (1000 + i, 1000 + i))
     (tmp_path / "other.bin").write_bytes(b"y")
-    memo.prune(tmp_path, 8, ".pkl")  # over the cap: down to 3/4 of it, the oldest first
+    diskcache.prune(tmp_path, 8, ".pkl")  # over the cap: down to 3/4 of it, the oldest first
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{i}.pkl" for i in range(4, 10)] + ["other.bin"])
-    memo.prune(tmp_path, 8, ".pkl")  # under the cap: nothing
+    diskcache.prune(tmp_path, 8, ".pkl")  # under the cap: nothing
     assert len(list(tmp_path.iterdir())) == 7
 
 
@@ -110,15 +111,15 @@ def test_entries_others_can_write_are_not_loaded(tmp_path):
         calls.append(1)
         return 42.0
 
-    memo.use(tmp_path)
+    diskcache.use(tmp_path)
     try:
-        assert memo.kept("t", "k", compute) == 42.0  # computed, then stored
+        assert diskcache.kept("t", "k", compute) == 42.0  # computed, then stored
         host = tmp_path / "host"
         assert host.stat().st_mode & 0o077 == 0  # the folder is created private
         entry = next(host.glob("*.pkl"))
-        assert memo.trusted(entry)
+        assert diskcache.trusted(entry)
         host.chmod(0o777)  # now anyone could have planted it
-        assert not memo.trusted(entry)
-        assert memo.kept("t", "k", compute) == 42.0 and len(calls) == 2  # recomputed, not loaded
+        assert not diskcache.trusted(entry)
+        assert diskcache.kept("t", "k", compute) == 42.0 and len(calls) == 2  # recomputed, not loaded
     finally:
-        memo.stop()
+        diskcache.stop()

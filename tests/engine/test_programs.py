@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from mcflops.priors import memo
+from mcflops import diskcache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -103,15 +103,15 @@ def test_unwritable_folders_never_fail(tmp_path, script):
 
 def test_disabled_by_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("MCFLOPS_NO_CACHE", "1")
-    assert memo.cache_folder() is None
+    assert diskcache.cache_folder() is None
     monkeypatch.setenv("MCFLOPS_NO_CACHE", "0")
     monkeypatch.setenv("MCFLOPS_JAX_CACHE", str(tmp_path / "x"))
-    assert memo.cache_folder() == str(tmp_path / "x")
+    assert diskcache.cache_folder() == str(tmp_path / "x")
     monkeypatch.delenv("MCFLOPS_JAX_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert memo.cache_folder() == os.path.join(str(tmp_path / "xdg"), "mcflops", "jax")
+    assert diskcache.cache_folder() == os.path.join(str(tmp_path / "xdg"), "mcflops", "jax")
     monkeypatch.setenv("XDG_CACHE_HOME", "")  # empty counts as unset (XDG Base Directory spec)
-    assert memo.cache_folder() == os.path.join(os.path.expanduser("~"), ".cache", "mcflops", "jax")
+    assert diskcache.cache_folder() == os.path.join(os.path.expanduser("~"), ".cache", "mcflops", "jax")
 
 
 def test_full_disk_while_saving_is_ignored(tmp_path, monkeypatch):

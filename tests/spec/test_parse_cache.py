@@ -1,4 +1,4 @@
-"""A prior file's parse kept in the host results (spec.reader.read_yaml through priors.memo): every prior file
+"""A prior file's parse kept in the host results (spec.reader.read_yaml through mcflops.diskcache): every prior file
 and every bad input loads to the same Spec, or fails with the same one line, with the store on as off, the
 second time as the first; a bad edit of a file whose good version was kept is named with its line."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mcflops.errors import SpecError
-from mcflops.priors import memo
+from mcflops import diskcache
 from mcflops.spec import load_spec, resolved_dict
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -26,15 +26,15 @@ def _outcome(path: Path) -> tuple[str, object]:
 
 @pytest.fixture
 def store(tmp_path):
-    memo.use(tmp_path / "cache")
+    diskcache.use(tmp_path / "cache")
     yield tmp_path / "cache" / "host"
-    memo.stop()
+    diskcache.stop()
 
 
 def test_every_file_loads_alike_from_the_store(store):
-    memo.stop()
+    diskcache.stop()
     fresh = {p: _outcome(p) for p in FILES}
-    memo.use(store.parent)
+    diskcache.use(store.parent)
     first = {p: _outcome(p) for p in FILES}
     assert any(store.glob("*.pkl"))  # kept
     again = {p: _outcome(p) for p in FILES}

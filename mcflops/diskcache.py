@@ -1,4 +1,4 @@
-"""Host results kept on disk across processes: a second `mcflops validate` or `run` of a prior file reads its
+"""The disk cache: host results kept across processes (and the helpers the program store shares with it): a second `mcflops validate` or `run` of a prior file reads its
 priors' interval fits, tail quantiles and quantile tables back instead of importing scipy.special and
 computing them again.
 
