@@ -26,7 +26,12 @@ def resolved_dict(spec) -> dict[str, Any]:
     d["hardware"] = {k: v for k, v in (("accelerator", h.accelerator), ("precision", h.precision),
                                        ("count", h.count)) if v is not None}
     if spec.architecture is not None:
-        d["architecture"] = {k: v for k, v in spec.architecture.__dict__.items() if v is not None}
+        a = {k: v for k, v in spec.architecture.__dict__.items() if v is not None}
+        if "hf_config" in a:  # every value read from it is written out: the resolved file stands alone (a run
+            # folder cannot find a config.json named relative to the original prior file)
+            read = f"read from the Hugging Face config {a.pop('hf_config')} beside the original prior file"
+            a["source"] = f"{a['source']}; {read}" if a.get("source") else read
+        d["architecture"] = a
     d["priors"] = {n: _prior(spec, n, dist) for n, dist in spec.priors.items()}
     if spec.observe:
         obs = {}
