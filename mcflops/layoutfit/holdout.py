@@ -13,7 +13,7 @@ A fold's fit is :func:`mcflops.layoutfit.fit.fit` with the held-out rows' likeli
 their shapes (so the sampler compiles once for every fold), the posterior is the one the training rows give,
 and the effect of a stack or family that only held-out rows have is drawn from its prior, exactly as a new
 one's is. The refit is the shipped fit's NUTS at a smaller budget (:func:`settings_for`): half the chains,
-a third of the draws (at least 100 warm-up and 100 kept), tree depth 6; its R-hat, ESS and divergences are
+half the draws (at least 150 warm-up and 150 kept), tree depth 7; its R-hat, ESS and divergences are
 reported beside each split's scores, so a refit that did not converge says so.
 
 A held-out row's prediction is the posterior predictive of its measured MFU (true model FLOPs): the model MFU
@@ -61,10 +61,10 @@ class Settings:
 
 
 def settings_for(chains: int, draws: int) -> Settings:
-    """The validation refit's budget from the shipped fit's: half the chains, a third of the draws (>= 100), tree
-    depth 6 (a 378-row refit takes about 30 s on 2 cores, so the nine folds add about 5 minutes)."""
-    n = max(100, draws // 3)
-    return Settings(max(1, chains // 2), n, n, 6)
+    """The validation refit's budget from the shipped fit's: half the chains, half the draws (>= 150: the trend
+    refit's), tree depth 7 (the shipped fit's 10 costs up to 8x the leapfrog steps per draw)."""
+    n = max(150, draws // 2)
+    return Settings(max(1, chains // 2), n, n, 7)
 
 
 def group_of(kind: str, r: lf.Row) -> str:

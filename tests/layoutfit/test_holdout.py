@@ -127,4 +127,25 @@ def test_grouped_scores_are_those_of_their_rows(rows):
 def test_unknown_kind_is_refused(rows):
     with pytest.raises(ValueError, match="paper, generation, scale"):
         ho.group_of("organisation", rows[0])
-    assert dataclasses.asdict(ho.settings_for(4, 300)) == {"chains": 2, "warmup": 100, "draws": 100, "max_tree_depth": 6}
+    assert dataclasses.asdict(ho.settings_for(4, 300)) == {"chains": 2, "warmup": 150, "draws": 150, "max_tree_depth": 7}
+
+
+def test_the_command_line_names_a_refit_that_did_not_converge_first():
+    from rich.console import Console
+
+    from mcflops.cli.calibrate import holdout_show
+
+    def split(label, rhat):
+        rows = [{"id": "a", "y": 0.4, "p5": 0.3, "p50": 0.41, "p95": 0.5, "baseline": [0.1, 0.3, 0.35]}]
+        return {"label": label, "held_out": 1, "r_hat_max": rhat, **ho.score_rows(rows)}
+
+    con = Console(width=200, record=True)
+    holdout_show(con, {"settings": dataclasses.asdict(ho.Settings(2, 150, 150, 7)), "targets": ho.TARGETS,
+                       "splits": [split("paper out: x", 1.01), split("paper out: y", 1.3)], "pooled": []})
+    text = con.export_text()
+    lines = text.splitlines()
+    assert "1 of 2 hold-out refits did not converge" in lines[0] and "paper out: y" in lines[0]
+    assert "paper out: x" not in lines[0]
+    row = next(l for l in lines if "paper out: x" in l)
+    assert "1.00" in row and "0.025" in row  # coverage, |log(0.41 / 0.4)|
+    assert "baseline" in text and "0.85" in text  # the baseline's columns and the targets
