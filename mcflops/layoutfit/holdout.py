@@ -10,11 +10,11 @@ Each kind of split is a partition of the rows into groups (:func:`partition`: di
   out (the fit sees 8 to 1,024 accelerators and extrapolates up).
 
 A fold's fit is :func:`mcflops.layoutfit.fit.fit` with the held-out rows' likelihood masked out: the arrays keep
-their shapes (so the sampler compiles once for every fold), the posterior is the one the training rows give,
-and the effect of a stack or family that only held-out rows have is drawn from its prior, exactly as a new
-one's is. The refit is the shipped fit's NUTS at a smaller budget (:func:`settings_for`): half the chains,
-half the draws (at least 150 warm-up and 150 kept), tree depth 7; its R-hat, ESS and divergences are
-reported beside each split's scores, so a refit that did not converge says so.
+every row (and so every family and stack), the posterior is the one the training rows give, and the effect
+of a stack or family that only held-out rows have is drawn from its prior, exactly as a new one's is. The
+refit is the shipped fit's NUTS at a smaller budget (:func:`settings_for`): half the chains, half the draws
+(at least 150 warm-up and 150 kept), tree depth 7; its R-hat, ESS and divergences are reported beside each
+split's scores, so a refit that did not converge says so.
 
 A held-out row's prediction is the posterior predictive of its measured MFU (true model FLOPs): the model MFU
 of each posterior draw (:func:`mcflops.layoutfit.fit.row_draws`: its unknown settings mixed) times the row's
@@ -171,7 +171,7 @@ def validate(rs: Sequence[lf.Row], settings: Settings, seed: int = 0, kinds: Seq
                    max_tree_depth=settings.max_tree_depth, held=held)
         train = [r for r in rs if r.id not in held]
         t = time.perf_counter()
-        base = baseline(train, [by[i] for i in fold.held])
+        base = baseline(train, [by[rid] for rid in fold.held])
         rows = [{"id": rid, "y": by[rid].y, **dict(zip(("p5", "p50", "p95"), predict(f, by[rid], seed))),
                  "baseline": list(b)} for rid, b in zip(fold.held, base)]
         out["splits"].append({"kind": fold.kind, "group": fold.group, "label": fold.label, "held_out": len(held),

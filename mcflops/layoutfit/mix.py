@@ -58,9 +58,10 @@ def setting_index(unknown: Sequence[str], n: int, modes: int = 1) -> np.ndarray:
 @dataclass(frozen=True)
 class Data:
     """The rows as arrays for the model, with the family and stack names of their indices. Per row: ``fam``,
-    ``stack``, ``log_y``, ``noise`` (shape rows; and ``fit`` where rows are held out); per row and component (shape rows x K): ``rho``, ``g``, ``busy``,
-    ``beta``, ``S``, each class's time over T0 ``c_<class>``, its window ``w_<class>``, whether it overlaps
-    ``o_<class>``, and the component's ``weight`` (weights sum to 1 over K)."""
+    ``stack``, ``log_y``, ``noise`` (shape rows; and ``fit`` where rows are held out); per row and component
+    (shape rows x K): ``rho``, ``g``, ``busy``, ``beta``, ``S``, each class's time over T0 ``c_<class>``, its
+    window ``w_<class>``, whether it overlaps ``o_<class>``, and the component's ``weight`` (weights sum to 1
+    over K)."""
 
     families: tuple[str, ...]
     stacks: tuple[str, ...]
@@ -70,7 +71,7 @@ class Data:
     def of(rs: Sequence[Any], families: Sequence[str] | None = None, stacks: Sequence[str] | None = None,
            held: Collection[str] = ()) -> Data:
         """``rs``: :class:`mcflops.layoutfit.fit.Row` (``terms``, ``mix``: the components' Terms). With ``held`` (row
-        ids), ``fit``: 0 for a held-out row, 1 else, so every fold of a validation keeps the arrays' shapes."""
+        ids), ``fit``: 0 for a held-out row (its likelihood masked out of the model), 1 else."""
         fams = tuple(families or sorted({r.family for r in rs}))
         sts = tuple(stacks or sorted({r.stack for r in rs}))
         col = {

@@ -16,8 +16,8 @@ from mcflops.layoutfit import validate as lv
 @dataclass(frozen=True)
 class LayoutCalibration:
     """``data``: what layout_validation.json holds (``fit``, ``posterior``, ``priors``, ``production``,
-    ``production_targets``, with the trends ``trends`` and the grouped hold-outs ``holdout``, and ``seconds``), JSON types only. ``to_ship``: the
-    priors to ship as layout_fit.json, JSON types only."""
+    ``production_targets``, with the trends ``trends`` and the grouped hold-outs ``holdout``, and ``seconds``),
+    JSON types only. ``to_ship``: the priors to ship as layout_fit.json, JSON types only."""
 
     data: dict[str, Any]
     to_ship: dict[str, Any]
@@ -33,8 +33,8 @@ def calibrate_layout(*, seed: int, chains: int, draws: int, trends: bool = True,
     """NUTS on the benchmark rows (``chains`` x ``draws``, as many warm-up draws; fixed key ``seed``), the
     production rows predicted from the shipped priors it yields, and with ``trends`` the refit without the trend
     series (half the chains, half the draws, at least 100), with ``holdout`` a refit without each paper, each
-    accelerator generation and the largest scales (:mod:`mcflops.layoutfit.holdout`). ``phase`` is told each stage's name as it starts,
-    for a display."""
+    accelerator generation and the largest scales (:mod:`mcflops.layoutfit.holdout`). ``phase`` is told each
+    stage's name as it starts, for a display."""
     say = phase or (lambda text: None)
     t = time.perf_counter()
     say(f"fitting the layout model to the benchmark rows (NUTS, {chains} chains x {draws} draws)")

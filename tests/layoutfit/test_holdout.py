@@ -44,6 +44,7 @@ def test_a_held_out_row_adds_nothing_to_the_fit(rows):
     """The masked model's log joint is the model's on the training rows alone (same families and stacks)."""
     import jax
     import jax.numpy as jnp
+    from numpyro.handlers import seed, trace
     from numpyro.infer.util import log_density
 
     sub = rows[::19]
@@ -51,9 +52,9 @@ def test_a_held_out_row_adds_nothing_to_the_fit(rows):
     d = Data.of(sub, held=held)
     train = Data.of([r for r in sub if r.id not in held], d.families, d.stacks)
     nf, ns = len(d.families), len(d.stacks)
-    from numpyro.handlers import seed, trace
 
-    tr = trace(seed(lf.model, jax.random.PRNGKey(3))).get_trace({k: jnp.asarray(v) for k, v in d.arrays.items()}, nf, ns)
+    arrays = {k: jnp.asarray(v) for k, v in d.arrays.items()}
+    tr = trace(seed(lf.model, jax.random.PRNGKey(3))).get_trace(arrays, nf, ns)
     params = {k: s["value"] for k, s in tr.items() if s["type"] == "sample" and not s["is_observed"]}
 
     @jax.jit
@@ -81,7 +82,8 @@ def test_constant_baseline_interval_covers_90_percent():
         new = [SimpleNamespace(y=math.exp(means[g] + sd * rng.standard_normal()), accelerator=g) for g in means]
         for r, (lo, mid, hi) in zip(new, ho.baseline(train, new)):
             hits.append(lo <= r.y <= hi)
-            assert mid == pytest.approx(math.exp(np.mean([math.log(t.y) for t in train if t.accelerator == r.accelerator])))
+            mine = [math.log(t.y) for t in train if t.accelerator == r.accelerator]
+            assert mid == pytest.approx(math.exp(np.mean(mine)))
         same = [SimpleNamespace(y=math.exp(-1.0 + sd * rng.standard_normal()), accelerator="a") for _ in range(12)]
         unseen = [SimpleNamespace(y=math.exp(-1.0 + sd * rng.standard_normal()), accelerator="z")]
         (lo, _, hi), = ho.baseline(same, unseen)
@@ -127,7 +129,8 @@ def test_grouped_scores_are_those_of_their_rows(rows):
 def test_unknown_kind_is_refused(rows):
     with pytest.raises(ValueError, match="paper, generation, scale"):
         ho.group_of("organisation", rows[0])
-    assert dataclasses.asdict(ho.settings_for(4, 300)) == {"chains": 2, "warmup": 150, "draws": 150, "max_tree_depth": 7}
+    budget = dataclasses.asdict(ho.settings_for(4, 300))
+    assert budget == {"chains": 2, "warmup": 150, "draws": 150, "max_tree_depth": 7}
 
 
 def test_the_command_line_names_a_refit_that_did_not_converge_first():
