@@ -307,11 +307,11 @@ def holdout_show(con, ho: dict[str, Any]) -> None:
     if bad:
         con.print(f"[yellow]{len(bad)} of {len(ho['splits'])} hold-out refits did not converge (R-hat > 1.1) at this "
                   f"budget[/yellow]: {escape(', '.join(bad))}")
-    t = Table(title=f"Held-out series (refit without them: NUTS {st['chains']} chains x {st['draws']} draws, tree depth "
-                    f"{st['max_tree_depth']}): model vs a constant MFU per accelerator", title_justify="left",
+    t = Table(title=f"Held-out series (refit without them: NUTS {st['chains']} chain{'s' if st['chains'] > 1 else ''} x {st['draws']} draws, tree depth "
+                    f"{st['max_tree_depth']}): model vs a constant MFU per accelerator (const.)", title_justify="left",
               header_style="bold")
-    for c in ("split", "rows out", "90% cov.", "med. |log err|", "med. p95/p5", "baseline cov.", "baseline |log err|",
-              "baseline p95/p5", "R-hat"):
+    for c in ("split", "rows out", "90% cov.", "med. |log err|", "med. p95/p5", "const. cov.", "const. |log err|",
+              "const. p95/p5", "R-hat"):
         t.add_column(c, justify="left" if c == "split" else "right")
     for s in ho["splits"] + ho["pooled"]:
         m, b = s["model"], s["baseline"]

@@ -151,4 +151,4 @@ def test_the_command_line_names_a_refit_that_did_not_converge_first():
     assert "paper out: x" not in lines[0]
     row = next(l for l in lines if "paper out: x" in l)
     assert "1.00" in row and "0.025" in row  # coverage, |log(0.41 / 0.4)|
-    assert "baseline" in text and "0.85" in text  # the baseline's columns and the targets
+    assert "const. |log err|" in text and "0.85" in text  # the baseline's columns and the targets
