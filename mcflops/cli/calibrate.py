@@ -211,7 +211,7 @@ def layout_command(args) -> int:
     setup_jax()
     with Phases(args.quiet or args.json) as phase:
         res = calibrate_layout(seed=args.seed, chains=args.chains, draws=args.draws, trends=not args.no_loo,
-                               phase=phase)
+                               holdout=not args.no_loo, phase=phase)
     data = res.data
     if not primary():
         return 0
@@ -290,6 +290,38 @@ def layout_show(data: dict[str, Any]) -> None:
         if fr["rows"]:
             con.print(f"  full recompute: HFU / MFU = {fr['hfu_over_mfu_median']:.3f} in {fr['rows']} rows (model: 4/3 = "
                       f"1.333); {escape(fr['note'])}")
+    if "holdout" in data:
+        holdout_show(con, data["holdout"])
     for k in ("out", "wrote_fit"):
         if k in data:
             con.print(f"[dim]wrote {data[k]}[/dim]")
+
+
+def holdout_show(con, ho: dict[str, Any]) -> None:
+    """The grouped hold-outs: each split's model scores beside the constant-per-accelerator baseline's."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    st = ho["settings"]
+    bad = [s["label"] for s in ho["splits"] if s["r_hat_max"] > 1.1]
+    if bad:
+        con.print(f"[yellow]{len(bad)} of {len(ho['splits'])} hold-out refits did not converge (R-hat > 1.1) at this "
+                  f"budget[/yellow]: {escape(', '.join(bad))}")
+    t = Table(title=f"Held-out series (refit without them: NUTS {st['chains']} chain{'s' if st['chains'] > 1 else ''} x {st['draws']} draws, tree depth "
+                    f"{st['max_tree_depth']}): model vs a constant MFU per accelerator (const.)", title_justify="left",
+              header_style="bold")
+    for c in ("split", "rows out", "90% cov.", "med. |log err|", "med. p95/p5", "const. cov.", "const. |log err|",
+              "const. p95/p5", "R-hat"):
+        t.add_column(c, justify="left" if c == "split" else "right")
+    for s in ho["splits"] + ho["pooled"]:
+        m, b = s["model"], s["baseline"]
+        rh = s.get("r_hat_max")
+        t.add_row(escape(s["label"]), str(s["held_out"]), f"{m['coverage_90']:.2f}", f"{m['median_abs_log_error']:.3f}",
+                  f"{m['median_p95_over_p5']:.2f}", f"{b['coverage_90']:.2f}", f"{b['median_abs_log_error']:.3f}",
+                  f"{b['median_p95_over_p5']:.2f}",
+                  "" if rh is None else (f"{rh:.2f}" if rh < 1.1 else f"[yellow]{rh:.2f}[/yellow]"))
+    con.print(t)
+    tg = ho["targets"]
+    con.print(f"  [dim]targets on held-out series: coverage >= {tg['coverage_90']}, median |log err| <= "
+              f"{tg['median_abs_log_error']}, median p95/p5 <= {tg['median_p95_over_p5']}; an R-hat past 1.1 (yellow): "
+              "that refit did not converge at this budget, read its row with care[/dim]")

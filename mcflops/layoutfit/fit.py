@@ -36,7 +36,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -96,6 +96,7 @@ class Row:
     unknown: tuple[str, ...] = ()  # overlap flags the source leaves out
     mix: tuple[Terms, ...] = ()  # the terms at each mode x setting of ``unknown`` (mix.settings), equal weight
     modes: tuple[str, ...] = ("none",)  # the recompute modes mixed (the stated one, or every one that fits)
+    accelerator: str = ""  # catalogue id / precision as the peak is read (bf16 where unstated): the baseline's key
 
 
 def shape_of(run: LayoutRun, overrides: Mapping[str, Any] | None = None) -> tuple[Shape, tuple[str, ...]]:
@@ -195,7 +196,7 @@ def prepare(run: LayoutRun, arch: Mapping[str, Any] | None = None, layout: Mappi
     if conv == "unstated":
         noise *= IMPUTED_NOISE
     return Row(run.id, run.series, stack(run), family(run), run.kind, tm, float(y), published, conv, float(ratio),
-               imputed, noise, unknown, mix, modes)
+               imputed, noise, unknown, mix, modes, f"{run.accelerator}/{run.precision or 'bf16'}")
 
 
 def rows(runs: Sequence[LayoutRun] | None = None) -> list[Row]:
@@ -233,7 +234,10 @@ def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True) 
     import jax.numpy as jnp
 
     m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv)  # rows x components: mix
-    numpyro.sample("obs", mixture(jnp.log(m), sigma * a["noise"], a["weight"], DF), obs=a["log_y"] if observe else None)
+    obs = mixture(jnp.log(m), sigma * a["noise"], a["weight"], DF)
+    if "fit" in a:  # rows held out of this fit add nothing to its likelihood (mcflops.layoutfit.holdout)
+        obs = obs.mask(a["fit"] > 0)
+    numpyro.sample("obs", obs, obs=a["log_y"] if observe else None)
 
 
 @dataclass(frozen=True)
@@ -251,15 +255,16 @@ class Fit:
 
 def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, draws: int = 500,
         families: Sequence[str] | None = None, stacks: Sequence[str] | None = None, max_tree_depth: int = 10,
-        chain_method: str = "vectorized") -> Fit:
-    """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter."""
+        chain_method: str = "vectorized", held: Collection[str] = ()) -> Fit:
+    """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter. Rows whose
+    id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others."""
     import jax
     import jax.numpy as jnp
     from numpyro.diagnostics import summary
     from numpyro.infer import MCMC, NUTS, init_to_median
 
     t = time.perf_counter()
-    d = Data.of(rs, families, stacks)
+    d = Data.of(rs, families, stacks, held)
     a = {k: jnp.asarray(v) for k, v in d.arrays.items()}
     kernel = NUTS(model, target_accept_prob=0.9, init_strategy=init_to_median, max_tree_depth=max_tree_depth)
     mc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,

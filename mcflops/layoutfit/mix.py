@@ -20,7 +20,7 @@ equal components, i.e. the one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -58,22 +58,27 @@ def setting_index(unknown: Sequence[str], n: int, modes: int = 1) -> np.ndarray:
 @dataclass(frozen=True)
 class Data:
     """The rows as arrays for the model, with the family and stack names of their indices. Per row: ``fam``,
-    ``stack``, ``log_y``, ``noise`` (shape rows); per row and component (shape rows x K): ``rho``, ``g``, ``busy``,
-    ``beta``, ``S``, each class's time over T0 ``c_<class>``, its window ``w_<class>``, whether it overlaps
-    ``o_<class>``, and the component's ``weight`` (weights sum to 1 over K)."""
+    ``stack``, ``log_y``, ``noise`` (shape rows; and ``fit`` where rows are held out); per row and component
+    (shape rows x K): ``rho``, ``g``, ``busy``, ``beta``, ``S``, each class's time over T0 ``c_<class>``, its
+    window ``w_<class>``, whether it overlaps ``o_<class>``, and the component's ``weight`` (weights sum to 1
+    over K)."""
 
     families: tuple[str, ...]
     stacks: tuple[str, ...]
     arrays: Mapping[str, np.ndarray]
 
     @staticmethod
-    def of(rs: Sequence[Any], families: Sequence[str] | None = None, stacks: Sequence[str] | None = None) -> Data:
-        """``rs``: :class:`mcflops.layoutfit.fit.Row` (``terms``, ``mix``: the components' Terms)."""
+    def of(rs: Sequence[Any], families: Sequence[str] | None = None, stacks: Sequence[str] | None = None,
+           held: Collection[str] = ()) -> Data:
+        """``rs``: :class:`mcflops.layoutfit.fit.Row` (``terms``, ``mix``: the components' Terms). With ``held`` (row
+        ids), ``fit``: 0 for a held-out row (its likelihood masked out of the model), 1 else."""
         fams = tuple(families or sorted({r.family for r in rs}))
         sts = tuple(stacks or sorted({r.stack for r in rs}))
         col = {
             "fam": [fams.index(r.family) for r in rs], "stack": [sts.index(r.stack) for r in rs],
             "log_y": [np.log(r.y) for r in rs], "noise": [r.noise for r in rs]}
+        if held:
+            col["fit"] = [0.0 if r.id in held else 1.0 for r in rs]
         k_max = max(len(r.mix) for r in rs)
         padded = [list(r.mix) + [r.mix[0]] * (k_max - len(r.mix)) for r in rs]
         col["weight"] = [[1.0 / len(r.mix)] * len(r.mix) + [0.0] * (k_max - len(r.mix)) for r in rs]
