@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--no-loo", action="store_true", help="skip the validation (one fit only)")
     ca.add_argument("--select", action="store_true", help="also compare the candidate models on the grouped "
                     "validation (leave one organisation / generation out) and mark the one it chooses (slow)")
+    ca.add_argument("--holdout", action="store_true", help="with --layout: also refit without each paper, each "
+                    "accelerator generation and the runs past 1,024 accelerators, and score the held-out series "
+                    "against a constant MFU per accelerator (slow: about 10 minutes on 2 cores)")
     ca.add_argument("--write", action="store_true",
                     help="also regenerate the shipped fit, mcflops/data/calibration_fit.json (what calibrated "
                     "priors read)")

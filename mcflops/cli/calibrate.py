@@ -211,7 +211,7 @@ def layout_command(args) -> int:
     setup_jax()
     with Phases(args.quiet or args.json) as phase:
         res = calibrate_layout(seed=args.seed, chains=args.chains, draws=args.draws, trends=not args.no_loo,
-                               holdout=not args.no_loo, phase=phase)
+                               holdout=args.holdout and not args.no_loo, phase=phase)
     data = res.data
     if not primary():
         return 0
