@@ -45,7 +45,7 @@ def cache_folder() -> str | None:
 def package_digest() -> str:
     """sha256 of every file of the mcflops package (names and bytes): any edit makes new keys."""
     if not _digest:
-        root = Path(__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parent  # the package: this module sits at its top
         h = hashlib.sha256()
         for p in sorted(root.rglob("*")):
             if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":

@@ -139,3 +139,19 @@ def test_values_without_a_stable_text_are_not_keyed(value):
 
     with pytest.raises(programs._Unkeyable):
         programs._stable(value)
+
+
+def test_package_digest_reads_the_package_and_nothing_else():
+    """The keys' digest is of the mcflops package's files (an oracle walk of the package folder): not of the
+    folder above it (tests, reports or a virtual environment there would change every key and cost start-up)."""
+    import hashlib
+    from pathlib import Path
+
+    import mcflops
+
+    root = Path(mcflops.__file__).resolve().parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    assert diskcache.package_digest() == h.hexdigest()
