@@ -28,12 +28,13 @@ def command_line(seed: int, chains: int, draws: int) -> str:
     return f"mcflops calibrate --layout --seed {seed} --chains {chains} --draws {draws}"
 
 
-def calibrate_layout(*, seed: int, chains: int, draws: int, trends: bool = True, holdout: bool = True,
+def calibrate_layout(*, seed: int, chains: int, draws: int, trends: bool = True, holdout: bool = False,
                      phase: Callable[[str], None] | None = None) -> LayoutCalibration:
     """NUTS on the benchmark rows (``chains`` x ``draws``, as many warm-up draws; fixed key ``seed``), the
     production rows predicted from the shipped priors it yields, and with ``trends`` the refit without the trend
-    series (half the chains, half the draws, at least 100), with ``holdout`` a refit without each paper, each
-    accelerator generation and the largest scales (:mod:`mcflops.layoutfit.holdout`). ``phase`` is told each
+    series (half the chains, half the draws, at least 100), with ``holdout`` (off by default, as the CLI's
+    ``--holdout``: ten minutes on 2 cores) a refit without each paper, each accelerator generation and the
+    largest scales (:mod:`mcflops.layoutfit.holdout`). ``phase`` is told each
     stage's name as it starts, for a display."""
     say = phase or (lambda text: None)
     t = time.perf_counter()
