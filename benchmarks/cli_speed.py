@@ -9,8 +9,9 @@ Commands (targets on the 2-core reference machine in benchmarks/RESULTS.md):
 
 * ``mcflops validate priors/llama405b.yaml`` (<= 0.6 s, and no JAX import);
 * ``mcflops sample priors/llama405b.yaml`` warm (<= 1.5 s);
-* ``mcflops run priors/llama405b.yaml`` warm (<= 3 s) and cold, with an empty JAX compilation cache
-  (<= 10 s).
+* ``mcflops run priors/llama405b.yaml`` warm (<= 3 s, and <= 1.5x the time the plain NumPy reference,
+  ``benchmarks/reference_numpy.py``, takes to draw 1e7 samples, timed in the same rounds) and cold, with an
+  empty JAX compilation cache (<= 10 s).
 
 Each command runs ``--repeats`` times in a fresh process; the runs of every command are
 interleaved round by round, so that a busy neighbour slows all of them alike. The reference is the
@@ -55,10 +56,13 @@ def commands(out: str) -> dict[str, list[str]]:
         "validate": _mcflops("validate", PRIOR),
         "sample (warm)": _mcflops("sample", PRIOR, "--quiet"),
         "run (warm)": _mcflops("run", PRIOR, "--quiet", "--out", out),
+        # the flagship's other yardstick: the plain NumPy model at the run's 1e7 draws, as a whole process too
+        "numpy 1e7 draws": [sys.executable, str(ROOT / "benchmarks" / "reference_numpy.py"), "10000000"],
     }
 
 
 CPU: dict[str, list[float]] = {}  # command -> CPU seconds (user + system) of each timed run
+DRAWING: list[float] = []  # the NumPy reference's own sampling seconds (its JSON's `seconds`) in each round
 
 
 def timed(cmd: list[str], env: dict, cwd: Path = ROOT, name: str | None = None) -> float:
@@ -71,6 +75,8 @@ def timed(cmd: list[str], env: dict, cwd: Path = ROOT, name: str | None = None) 
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    if name == "numpy 1e7 draws":
+        DRAWING.append(json.loads(r.stdout)["result"]["seconds"])
     if name is not None:
         CPU.setdefault(name, []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return dt
@@ -102,11 +108,12 @@ def main(argv=None) -> int:
     cmds = {}
     for i, tag in enumerate(trees):
         for name, cmd in commands(os.path.join(tmp, f"out-{i}")).items():
-            if not (tag and name.startswith("reference")):
+            if not (tag and (name.startswith("reference") or name.startswith("numpy"))):
                 cmds[name + tag] = (tag, cmd)
     if args.only:
         keep = set(args.only.split(","))
-        cmds = {k: v for k, v in cmds.items() if k.startswith("reference") or k.split()[0] in keep}
+        cmds = {k: v for k, v in cmds.items() if k.startswith("reference") or k.split()[0] in keep
+                or (k.startswith("numpy") and "run" in keep)}
     want_cold = not args.only or "cold" in args.only.split(",")
     times: dict[str, list[float]] = {k: [] for k in cmds}
     result: dict = {"load_before": _load(), "python": sys.version.split()[0],
@@ -133,6 +140,15 @@ def main(argv=None) -> int:
         result[name] = {"median_s": med, "min_s": min(ts), "ratio_to_reference": med / ref, "n": len(ts),
                         "cpu_s": cpu, "runs_s": ts, "cpu_runs_s": CPU.get(name, [])}
         print(f"{name:48s} {med:9.2f} {min(ts):7.2f} {med / ref:12.1f} {cpu:7.2f}")
+    if "run (warm)" in times and DRAWING:
+        # medians of rounds that alternated the two, so a busy neighbour slowed both alike: the whole warm run
+        # (1e6 draws, the posterior, the report and its figures) against the reference's 1e7 draws alone
+        ratio = statistics.median(times["run (warm)"]) / statistics.median(DRAWING)
+        whole = statistics.median(times["run (warm)"]) / statistics.median(times["numpy 1e7 draws"])
+        result["run_warm_over_numpy_1e7"] = {"drawing": ratio, "whole_process": whole,
+                                             "numpy_drawing_s": DRAWING}
+        print(f"warm flagship run / the NumPy reference's 1e7-draw time: {ratio:.2f} (target <= 1.5); "
+              f"/ its whole process: {whole:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0
