@@ -13,6 +13,7 @@ a calibrated prior that falls back for a chip without runs says so as a WARNING 
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Mapping
 
@@ -95,10 +96,6 @@ def published_band(accelerator: str, params: float, moe: bool):
 
 
 def _band(accelerator: str, params: float, moe: bool):
-    import importlib.resources
-
-    from ruamel.yaml import YAML
-
     from mcflops.priors.calibrated import accelerator_family, calibrated_prior, load_fit
 
     fit = load_fit()
@@ -106,15 +103,24 @@ def _band(accelerator: str, params: float, moe: bool):
     if fam not in fit["families"]:
         return None
     u, _ = calibrated_prior(fit, params, accelerator, moe, None, [0.05, 0.5, 0.95])
+    near = [(i, u_run) for i, acc, run_moe, active, u_run in _implied()
+            if accelerator_family(acc) == fam and run_moe == moe and 1 / 3 <= active / params <= 3]
+    return float(u[0]), float(u[1]), float(u[2]), int(fit["n_runs"]), tuple(sorted(near, key=lambda x: x[1]))
+
+
+@functools.cache
+def _implied() -> tuple[tuple[str, str, bool, float, float], ...]:
+    """(id, accelerator, moe, active parameters, implied u) of each published run with a catalogued peak: read
+    once per process, since the file ships with the package and every load of a prior file may ask (the
+    YAML parse costs more than the rest of a load)."""
+    import importlib.resources
+
+    from ruamel.yaml import YAML
+
     text = importlib.resources.files("mcflops").joinpath("data", "published_runs.yaml").read_text("utf-8")
     data = YAML(typ="safe", pure=True).load(text)
     peak = data["peak_flops_dense_bf16"]
-    near = []
-    for r in data["runs"]:
-        if accelerator_family(r["accelerator"]) != fam or bool(r["moe"]) != moe or r["accelerator"] not in peak:
-            continue
-        if not 1 / 3 <= r["params_active"] / params <= 3:
-            continue
-        # implied u = 6 N D / (P H 3600), as published_runs.yaml defines it (Kaplan et al. 2020, C = 6ND)
-        near.append((r["id"], 6 * r["params_active"] * r["tokens"] / (peak[r["accelerator"]] * r["hours"] * 3600)))
-    return float(u[0]), float(u[1]), float(u[2]), int(fit["n_runs"]), tuple(sorted(near, key=lambda x: x[1]))
+    # implied u = 6 N D / (P H 3600), as published_runs.yaml defines it (Kaplan et al. 2020, C = 6ND)
+    return tuple((r["id"], r["accelerator"], bool(r["moe"]), float(r["params_active"]),
+                  6 * r["params_active"] * r["tokens"] / (peak[r["accelerator"]] * r["hours"] * 3600))
+                 for r in data["runs"] if r["accelerator"] in peak)
