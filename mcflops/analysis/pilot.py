@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mcflops.errors import SpecError
+from mcflops.priors.weighting import weighted_quantiles
 
 SIGMA = 0.05  # default log-scale error of a pilot's measured throughput: run-to-run spread of a few percent
 MIN_ESS = 200  # below this the posterior predictive's table rests on too few draws: refused
@@ -80,6 +81,7 @@ def condition(prior, pilots: Sequence[Mapping[str, Any]], count: int | None = No
     sample size, and each pilot's predicted MFU before and after (the check that the fit reproduces it)."""
     from mcflops.layout.prior import DRAWS
     from mcflops.priors.table import KNOT_PROBS, table_dist
+    from mcflops.priors.weighting import effective_size, log_weights, normalised
 
     prod = np.asarray(prior.factor_draws(count)["mfu"], float)
     logw = np.zeros(prod.size)
@@ -98,10 +100,10 @@ def condition(prior, pilots: Sequence[Mapping[str, Any]], count: int | None = No
             raise SpecError(f"tflops_per_gpu {p['tflops_per_gpu']:g} is {obs:.0%} of the accelerator's dense peak "
                             f"({prior.peak / 1e12:g} TFLOP/s); expected a measured throughput below it",
                             field="--pilot")
-        logw += -0.5 * ((math.log(obs) - np.log(pred)) / p["sigma"]) ** 2
+        logw += log_weights(obs, pred, p["sigma"])
         seen.append((p, obs, pred))
-    w = np.exp(logw - logw.max())
-    ess = float(w.sum() ** 2 / (w * w).sum())
+    w = normalised(logw)
+    ess = effective_size(w)
     if ess < MIN_ESS:
         raise SpecError(f"the pilot leaves {ess:.0f} of the layout model's {DRAWS:,} draws (effective sample size): "
                         "the model cannot reach that throughput at that layout; check the pilot's layout and "
@@ -121,11 +123,3 @@ def condition(prior, pilots: Sequence[Mapping[str, Any]], count: int | None = No
     return {"dist": table_dist(KNOT_PROBS, q, source=source), "ess": ess, "draws": DRAWS, "pilots": checks,
             "source": source}
 
-
-def weighted_quantiles(x: np.ndarray, w: np.ndarray, probs) -> np.ndarray:
-    """Quantiles of the weighted sample (x, w): the weighted CDF at the midpoints of each draw's weight, linear
-    between them (Hyndman & Fan 1996's type 5, with weights)."""
-    o = np.argsort(x)
-    xs, ws = x[o], w[o]
-    c = (np.cumsum(ws) - 0.5 * ws) / ws.sum()
-    return np.interp(np.asarray(probs, float), c, xs)
