@@ -33,6 +33,8 @@ def resolved_dict(spec) -> dict[str, Any]:
             a["source"] = f"{a['source']}; {read}" if a.get("source") else read
         d["architecture"] = a
     d["priors"] = {n: _prior(spec, n, dist) for n, dist in spec.priors.items()}
+    if getattr(spec, "pilots", ()):  # the mfu above is the layout recipe; the loader conditions it on these again
+        d["pilot"] = [p.to_dict() for p in spec.pilots]
     if spec.observe:
         obs = {}
         for n, o in spec.observe.items():
