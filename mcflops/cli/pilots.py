@@ -79,7 +79,7 @@ def show(data: dict[str, Any]) -> None:
               header_style="bold")
     for c in ("series", "rows", "90% cov.", "med. |log err|", "p95/p5 at production", "prior: cov., |log err|",
               "pilot's MFU kept: |log err|", "ESS", "R-hat"):
-        s.add_column(c, justify="left" if c == "series" else "right")
+        s.add_column(c, justify="left" if c == "series" else "right", overflow="fold")
     for x in data["series"] + [dict(data["pooled"], series="pooled")]:
         m, pr = x["model"], x["prior"]
         rh = x.get("r_hat_max")

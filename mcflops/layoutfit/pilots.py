@@ -37,10 +37,10 @@ from mcflops.layoutfit import validate as lv
 from mcflops.layoutfit.data import LayoutRun, load_layout_runs
 from mcflops.layoutfit.mix import draw_components
 from mcflops.priors.weighting import effective_size, log_weights, normalised, weighted_quantiles
+from mcflops.spec.pilots import SIGMA  # a pilot's default log-scale error, as a prior file's and the CLI's
 
 SERIES = ("megascale-175b-strong-megascale", "megascale-175b-strong-megatron", "megatron-core-2024-h100-strong",
           "megatron-core-2024-h100-weak", "llama3-405b")
-SIGMA = 0.05  # the pilot's log-scale error: mcflops.analysis.pilot.SIGMA, the CLI's default (a sibling layer)
 # the targets for a pilot's transfer on held-out series: shown beside the scores, never fitted to
 TARGETS = {"median_abs_log_error": 0.08, "coverage_90": 0.85, "production_p95_over_p5": 1.4}
 
