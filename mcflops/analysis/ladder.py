@@ -56,7 +56,7 @@ def kind_of(written: Any) -> str:
     return "hand-set"
 
 
-def rungs(path: str | Path, layout: Mapping[str, Any] | None = None,
+def rungs(path: str | Path | Mapping, layout: Mapping[str, Any] | None = None,
           pilots: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
     """Each rung's kind, label and Spec: the file as written first, then the rungs it does not already hold;
     with ``pilots`` (analysis.pilot.parse_pilot's), last the layout rung's MFU conditioned on them."""
@@ -64,7 +64,7 @@ def rungs(path: str | Path, layout: Mapping[str, Any] | None = None,
     from mcflops.spec.reader import read_yaml
 
     base = load_spec(path)  # the file's own mistakes are reported first, with its lines
-    data = read_yaml(Path(path))
+    data = copy.deepcopy(dict(path)) if isinstance(path, Mapping) else read_yaml(Path(path))  # a notebook's dict
     written = data["priors"].get("mfu")
     own = "pilot" if base.pilots else kind_of(written)
     label = KINDS["hand-set"] + ("" if own == "hand-set" else f" ({own})")
@@ -145,7 +145,7 @@ def _variant(data: Mapping, base, mfu: Mapping, tag: str, drop_goodput: bool = F
         raise SpecError(f"{e.field}: {e.message}" if e.field else e.message, field=field) from None
 
 
-def ladder(path: str | Path, layout: Sequence[str] | Mapping[str, Any] | None = None, *,
+def ladder(path: str | Path | Mapping, layout: Sequence[str] | Mapping[str, Any] | None = None, *,
            pilots: Sequence[str | Mapping[str, Any]] = (), samples: int | None = None, seed: int | None = None, key=None,
            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The ladder of ``path`` (module docstring): ``rungs`` (a row per rung), ``deadline`` and ``notes``."""

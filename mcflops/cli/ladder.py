@@ -39,10 +39,13 @@ def command(args) -> int:
 
 
 def compute(args, progress) -> dict[str, Any]:
-    from mcflops.analysis.ladder import ladder
+    from mcflops.analysis.ladder import layout_options
+    from mcflops.analysis.pilot import parse_pilot
+    from mcflops.api import ladder
 
-    return plain(ladder(args.file, args.layout, pilots=args.pilot or (), samples=samples(args.samples), seed=args.seed,
-                        progress=progress))
+    # the flags parsed here, so that a mistake names the flag; the API computes what it returns
+    return plain(ladder(args.file, layout=layout_options(args.layout), pilots=[parse_pilot(p) for p in args.pilot or ()],
+                        samples=samples(args.samples), seed=args.seed, progress=progress))
 
 
 def write(out: Path, data: dict[str, Any]) -> None:

@@ -211,3 +211,32 @@ def test_a_file_with_a_pilot_is_its_own_pilot_rung_beside_its_layout_without_it(
     # the same layout, the same draws: the pilot rung's table is the layout rung's draws reweighted
     piloted = own["spec"].count_dependent["mfu"]
     assert np.array_equal(piloted.factor_draws()["mfu"], lay["spec"].count_dependent["mfu"].factor_draws()["mfu"])
+
+
+def test_the_api_returns_what_the_command_prints(capsys):
+    """api.ladder and `mcflops ladder --json` on one file, seed and sample count: the same data (one machine,
+    one process: the same code, so exactly equal); a mapping of the file gives the same rungs."""
+    from mcflops import api
+
+    got = api.ladder(str(FILE), samples=1000)
+    assert cli.main(["ladder", str(FILE), "--samples", "1000", "--quiet", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(got))
+    lay = {"tp": 8, "pp": 8, "global_batch": 2048}
+    from_dict = ladder_mod.rungs(YAML(typ="safe").load(FILE.read_text()), lay)
+    assert [r["spec"].digest() for r in from_dict] == [r["spec"].digest() for r in ladder_mod.rungs(FILE, lay)]
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({"layout": "tp=8"}, "mcflops.ladder(layout=): expected a mapping"),
+    ({"layout": ["tp8"]}, "mcflops.ladder(layout=): expected KEY=VALUE"),
+    ({"layout": {"tp": 8, "pp": 8, "global_batch": 2048}, "pilots": ["count=512"]},
+     "mcflops.ladder(pilots=): missing one measurement="),
+    ({"pilots": "count=512,tflops_per_gpu=420"}, "mcflops.ladder(pilots=): expected a list"),
+    ({"samples": 10}, "mcflops.ladder(samples=): expected at least 1000")])
+def test_the_api_names_its_arguments(kw, says):
+    from mcflops import api
+    from mcflops.errors import SpecError
+
+    with pytest.raises(SpecError) as e:
+        api.ladder(str(FILE), **kw)
+    assert says in str(e.value), str(e.value)
