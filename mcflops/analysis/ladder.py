@@ -101,9 +101,10 @@ def _pilot_rung(lay, pilots) -> dict[str, Any]:
     from mcflops.analysis.pilot import condition, to_pilot
 
     res = condition(lay.count_dependent["mfu"], pilots)
-    spec = dataclasses.replace(lay, name=lay.name.rsplit(".", 1)[0] + ".pilot", priors={**lay.priors, "mfu": res["dist"]},
-                     count_dependent={**lay.count_dependent, "mfu": res["prior"]},
-                     pilots=tuple(to_pilot(p) for p in pilots))
+    spec = dataclasses.replace(lay, name=lay.name.rsplit(".", 1)[0] + ".pilot",
+                               priors={**lay.priors, "mfu": res["dist"]},
+                               count_dependent={**lay.count_dependent, "mfu": res["prior"]},
+                               pilots=tuple(to_pilot(p) for p in pilots))
     text = "; ".join(_short(to_pilot(p)) for p in pilots)
     return {"kind": "pilot", "label": f"{KINDS['pilot']} {text}", "spec": spec, "pilot": _pilot_info(res["prior"])}
 

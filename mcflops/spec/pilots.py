@@ -203,15 +203,17 @@ def parse_pilots(where: Fields, data: Mapping, dependent: Mapping[str, Any]) -> 
 
 
 def apply(where: Fields, data: Mapping, pilots: Sequence[Pilot], prior: LayoutPrior) -> PilotedPrior:
-    """:func:`condition`, its ValueError as the file's line and field."""
+    """:func:`condition`, its error at the file's line and field: the pilot's key, else the pilot, else the block."""
     try:
         return condition(prior, pilots)
     except PilotError as e:
-        node, key, fld = data["pilot"], e.index, "pilot" if e.index is None else f"pilot[{e.index}]"
-        if e.index is not None and e.key in data["pilot"][e.index]:
-            node, key, fld = data["pilot"][e.index], e.key, f"{fld}.{e.key}"
-        raise where.error(e.message, node if e.index is not None else data, key if e.index is not None else "pilot",
-                          fld) from None
+        block = data["pilot"]
+        if e.index is None:
+            raise where.error(e.message, data, "pilot", "pilot") from None
+        entry, fld = block[e.index], f"pilot[{e.index}]"
+        if e.key in entry:
+            raise where.error(e.message, entry, e.key, f"{fld}.{e.key}") from None
+        raise where.error(e.message, block, e.index, fld) from None
 
 
 def _plain(v: Any) -> Any:

@@ -118,9 +118,10 @@ def _table_comment(spec, name: str) -> str:
     q = ppf(spec.priors[name], probs)
     count = getattr(spec.count_dependent[name], "count", spec.hardware.count)
     cells = ", ".join(f"p{100 * p:g} {v:.6g}" for p, v in zip(probs, q))
+    piloted = ", conditioned on the pilot: block below," if name == "mfu" and getattr(spec, "pilots", ()) else ""
     return "\n".join(textwrap.wrap(
         f"{name} below is a recipe: the loader re-solves it at the file's count, and `plan` at every count it asks "
-        f"about. At {count} accelerators it gives the quantile table this run drew from: {cells}", 100))
+        f"about. At {count} accelerators it gives{piloted} the quantile table this run drew from: {cells}", 100))
 
 
 def plain(x: Any) -> Any:
