@@ -18,6 +18,7 @@ Computation only: the CLI prints, ``report.ladder`` renders.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -55,7 +56,7 @@ def kind_of(written: Any) -> str:
     return "hand-set"
 
 
-def rungs(path: str | Path, layout: Mapping[str, Any] | None = None,
+def rungs(path: str | Path | Mapping, layout: Mapping[str, Any] | None = None,
           pilots: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
     """Each rung's kind, label and Spec: the file as written first, then the rungs it does not already hold;
     with ``pilots`` (analysis.pilot.parse_pilot's), last the layout rung's MFU conditioned on them."""
@@ -63,11 +64,13 @@ def rungs(path: str | Path, layout: Mapping[str, Any] | None = None,
     from mcflops.spec.reader import read_yaml
 
     base = load_spec(path)  # the file's own mistakes are reported first, with its lines
-    data = read_yaml(Path(path))
+    data = copy.deepcopy(dict(path)) if isinstance(path, Mapping) else read_yaml(Path(path))  # a notebook's dict
     written = data["priors"].get("mfu")
-    own = kind_of(written)
+    own = "pilot" if base.pilots else kind_of(written)
     label = KINDS["hand-set"] + ("" if own == "hand-set" else f" ({own})")
     out = [{"kind": own, "label": label, "spec": base}]
+    if base.pilots:  # the file's own pilot: its rung is the layout rung conditioned on it
+        out[0]["pilot"] = _pilot_info(base.count_dependent["mfu"])
     if own != "calibrated":
         node = {"calibrated": True, "source": "mcflops ladder: the calibrated prior in place of the file's"}
         try:
@@ -75,6 +78,9 @@ def rungs(path: str | Path, layout: Mapping[str, Any] | None = None,
                         "spec": _variant(data, base, node, "calibrated", drop_goodput=True)})
         except SpecError as e:  # the file's units are not the calibrated prior's (a FLOPs convention, FP8)
             out[0]["skipped"] = f"no rung from published runs: {e.message}"
+    if layout is None and base.pilots:  # the file's layout prior without its pilot: what the pilot narrowed
+        out.append({"kind": "layout", "label": f"{KINDS['layout']} (the file's, without its pilot)",
+                    "spec": _variant(data, base, written, "layout")})
     if layout is not None:
         text = ", ".join(f"{k} {v}" for k, v in layout.items())
         node = {"layout": dict(layout), "source": f"mcflops ladder --layout: {text}"}
@@ -90,17 +96,29 @@ def rungs(path: str | Path, layout: Mapping[str, Any] | None = None,
 
 
 def _pilot_rung(lay, pilots) -> dict[str, Any]:
-    """The layout rung with its MFU replaced by the posterior predictive given the pilots (analysis.pilot), held
-    at the file's count: its draws are the layout prior's, reweighted at that count."""
-    from mcflops.analysis.pilot import condition
-    from mcflops.spec import Spec
+    """The layout rung with its MFU conditioned on the pilots (analysis.pilot, as a file's ``pilot:`` block is):
+    the layout prior's draws, reweighted, re-solved at any count on the same weights."""
+    from mcflops.analysis.pilot import condition, to_pilot
 
     res = condition(lay.count_dependent["mfu"], pilots)
-    spec = Spec(**{**lay.__dict__, "name": lay.name.rsplit(".", 1)[0] + ".pilot",
-                   "priors": {**lay.priors, "mfu": res["dist"]},
-                   "count_dependent": {k: v for k, v in lay.count_dependent.items() if k != "mfu"}})
-    text = "; ".join(f"{p['count']:,} at {p['tflops_per_gpu']:g} TFLOP/s" for p in pilots)
-    return {"kind": "pilot", "label": f"{KINDS['pilot']} {text}", "spec": spec, "pilot": res}
+    spec = dataclasses.replace(lay, name=lay.name.rsplit(".", 1)[0] + ".pilot",
+                               priors={**lay.priors, "mfu": res["dist"]},
+                               count_dependent={**lay.count_dependent, "mfu": res["prior"]},
+                               pilots=tuple(to_pilot(p) for p in pilots))
+    text = "; ".join(_short(to_pilot(p)) for p in pilots)
+    return {"kind": "pilot", "label": f"{KINDS['pilot']} {text}", "spec": spec, "pilot": _pilot_info(res["prior"])}
+
+
+def _short(p) -> str:
+    unit = {"tflops_per_gpu": "TFLOP/s", "tokens_per_s_per_gpu": "tokens/s per GPU", "step_time_s": "s per step"}
+    return f"{p.count:,} at {p.value:g} {unit[p.measure]}"
+
+
+def _pilot_info(prior) -> dict[str, Any]:
+    """What a rung's pilot-conditioned prior (mcflops.spec.pilots.PilotedPrior) says of its pilots."""
+    from mcflops.layout import DRAWS
+
+    return {"ess": prior.ess, "draws": DRAWS, "pilots": [dict(c) for c in prior.checks]}
 
 
 def _variant(data: Mapping, base, mfu: Mapping, tag: str, drop_goodput: bool = False, field: str | None = None):
@@ -117,6 +135,7 @@ def _variant(data: Mapping, base, mfu: Mapping, tag: str, drop_goodput: bool = F
                                  if not (isinstance(c, Mapping) and "goodput" in (c.get("between") or ()))]
             if not d["correlations"]:
                 d.pop("correlations")
+    d.pop("pilot", None)  # a rung of its own (the pilot conditions the layout prior only)
     d.pop("observe", None)  # a forecast: the rungs are priors, like the file's own rung
     d.pop("reported", None)
     try:
@@ -127,7 +146,7 @@ def _variant(data: Mapping, base, mfu: Mapping, tag: str, drop_goodput: bool = F
         raise SpecError(f"{e.field}: {e.message}" if e.field else e.message, field=field) from None
 
 
-def ladder(path: str | Path, layout: Sequence[str] | Mapping[str, Any] | None = None, *,
+def ladder(path: str | Path | Mapping, layout: Sequence[str] | Mapping[str, Any] | None = None, *,
            pilots: Sequence[str | Mapping[str, Any]] = (), samples: int | None = None, seed: int | None = None, key=None,
            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The ladder of ``path`` (module docstring): ``rungs`` (a row per rung), ``deadline`` and ``notes``."""
@@ -162,7 +181,7 @@ def ladder(path: str | Path, layout: Sequence[str] | Mapping[str, Any] | None = 
                      "accelerator": s.hardware.accelerator, "count": s.hardware.count,
                      "count_dependent": sorted(s.count_dependent)})
         if "pilot" in r:
-            rows[-1]["pilot"] = {k: r["pilot"][k] for k in ("ess", "draws", "pilots")}
+            rows[-1]["pilot"] = r["pilot"]
     u = {r["tag"]: {"MFU": np.asarray(dr["mfu"]), "MFU x goodput": np.asarray(dr["mfu"] * dr["goodput"])}
          for r, dr in zip(rows, draws)}
     return {"name": base.name, "path": base.path, "seed": seed, "samples": n, "layout": dict(lay) if lay else None,
@@ -234,7 +253,7 @@ def _notes(rs, rows, u, scenario_notes) -> list[str]:
         notes.append("the calibrated rung is effective utilization (MFU x goodput): its MFU is that product"
                      + (", and the file's goodput prior is left out of it (it would count the downtime twice)"
                         if own else ""))
-    pilot = by_kind.get("pilot")
+    pilot = by_kind.get("pilot") or (first if first["kind"] == "pilot" else None)
     if pilot is not None:
         for c in pilot["pilot"]["pilots"]:
             pp = c["predicted_prior"]
@@ -243,8 +262,8 @@ def _notes(rs, rows, u, scenario_notes) -> list[str]:
                          f"and after conditioning {c['predicted_posterior']['p50']:.3f}")
         notes.append(f"the pilot rung ({pilot['tag']}) reweights the layout model's efficiency draws by the pilot's "
                      f"likelihood (effective sample size {pilot['pilot']['ess']:,.0f} of {pilot['pilot']['draws']:,}); "
-                     "its MFU is the posterior predictive at the production layout and the file's count, held "
-                     "there when the deadline's count moves")
+                     "its MFU is the posterior predictive at the production layout and the file's count, "
+                     "re-solved on the same weighted draws at the count a deadline asks for")
     notes += [x for x in scenario_notes if x.startswith("what moves with the accelerator count")]
     return notes
 

@@ -1,34 +1,18 @@
-"""A pilot measurement as an observation on the layout model's efficiency factors. Computation only (NumPy).
-
-A pilot (``--pilot count=512,tflops_per_gpu=420``, optionally with layout fields that differ from production's,
-and ``sigma``, the measurement's log-scale error) is a measured throughput at a smaller scale on the same
-stack. The layout prior (:class:`mcflops.layout.LayoutPrior`) draws the stack's efficiency parameters (GEMM
-efficiency, exposed communication, stragglers) and the unstated settings once, on a fixed Latin hypercube, and
-evaluates the step-time model at any layout and count on those same draws. So the pilot's predicted MFU and the
-production's are two functions of one draw, and conditioning is importance weighting of the draws (Bayes' rule
-on a sample of the prior; Smith & Gelfand 1992, "Bayesian statistics without tears"):
-
-    w_i  proportional to  prod over pilots of  exp(-z^2 / 2),   z = (log m_obs - log m_pilot,i) / sigma
-
-with m_obs = tflops_per_gpu / peak, the MFU the pilot measured, counted with the architecture's FLOPs (as
-Megatron-LM and NeMo report TFLOP/s per GPU: attention included), and m_pilot,i the layout model's MFU at the
-pilot's layout and count in the same units. The production MFU is the posterior predictive: the weighted
-distribution of the same draws' MFU at the production layout and count, in the file's FLOPs units. Its
-effective sample size (Kish: (sum w)^2 / sum w^2) says how much of the hypercube the pilot leaves.
-"""
+"""A pilot measurement on the command line (``--pilot count=512,tflops_per_gpu=420``, optionally with
+``tokens_per_s_per_gpu`` or ``step_time_s`` instead, ``sigma``, the measurement's log-scale error, and layout
+fields that differ from production's), parsed and applied as the prior file's ``pilot:`` block is: the
+conditioning (importance weights on the layout prior's shared efficiency draws, the production MFU their
+posterior predictive) and its formula are :mod:`mcflops.spec.pilots`'. Parsing and plain data only."""
 
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping, Sequence
 
-import numpy as np
-
 from mcflops.errors import SpecError
+from mcflops.spec.pilots import MEASURES, SIGMA, Pilot
 
-SIGMA = 0.05  # default log-scale error of a pilot's measured throughput: run-to-run spread of a few percent
-MIN_ESS = 200  # below this the posterior predictive's table rests on too few draws: refused
-NUMBERS = ("count", "tflops_per_gpu", "sigma")
+NUMBERS = ("count", *MEASURES, "sigma")
 
 
 def key_values(text: str, flag: str) -> dict[str, Any]:
@@ -51,12 +35,17 @@ def key_values(text: str, flag: str) -> dict[str, Any]:
 
 
 def parse_pilot(text: str) -> dict[str, Any]:
-    """One ``--pilot`` option: count and tflops_per_gpu (required), sigma, and layout fields for the pilot's layout
-    where it differs from production's (checked when the layout is applied)."""
+    """One ``--pilot`` option: count and one measurement (tflops_per_gpu, tokens_per_s_per_gpu or step_time_s;
+    required), sigma, and layout fields for the pilot's layout where it differs from production's (checked when
+    the layout is applied), as the ``pilot:`` block's entries are (mcflops.spec.pilots)."""
     fields = key_values(text, "--pilot")
-    for k in ("count", "tflops_per_gpu"):
-        if k not in fields:
-            raise SpecError(f"missing {k}= (e.g. count=512,tflops_per_gpu=420), got '{text}'", field="--pilot")
+    if "count" not in fields:
+        raise SpecError(f"missing count= (e.g. count=512,tflops_per_gpu=420), got '{text}'", field="--pilot")
+    given = [k for k in MEASURES if k in fields]
+    if len(given) != 1:
+        what = "missing" if not given else f"{' and '.join(given)}: give"
+        raise SpecError(f"{what} one measurement= of {', '.join(MEASURES)} (e.g. count=512,tflops_per_gpu=420), "
+                        f"got '{text}'", field="--pilot")
     for k in NUMBERS:
         if k in fields:
             x = fields[k]
@@ -68,64 +57,36 @@ def parse_pilot(text: str) -> dict[str, Any]:
 
     unknown = [k for k in fields if k not in (*NUMBERS, *KEYS)]
     if unknown:
-        raise SpecError(f"unknown field {unknown[0]}= (expected count, tflops_per_gpu, sigma and layout fields: "
-                        f"{', '.join(KEYS)})", field="--pilot")
-    return {"count": int(fields.pop("count")), "tflops_per_gpu": float(fields.pop("tflops_per_gpu")),
+        raise SpecError(f"unknown field {unknown[0]}= (expected count, one of {', '.join(MEASURES)}, sigma and "
+                        f"layout fields: {', '.join(KEYS)})", field="--pilot")
+    return {"count": int(fields.pop("count")), given[0]: float(fields.pop(given[0])),
             "sigma": float(fields.pop("sigma", SIGMA)), "layout": fields}
 
 
-def condition(prior, pilots: Sequence[Mapping[str, Any]], count: int | None = None) -> dict[str, Any]:
-    """The production MFU's posterior predictive given ``pilots`` (parsed by :func:`parse_pilot`) under the
-    layout prior ``prior`` at ``count`` (default: the file's): its quantile table (a Dist), the weights' effective
-    sample size, and each pilot's predicted MFU before and after (the check that the fit reproduces it)."""
-    from mcflops.layout.prior import DRAWS
-    from mcflops.priors.table import KNOT_PROBS, table_dist
-
-    prod = np.asarray(prior.factor_draws(count)["mfu"], float)
-    logw = np.zeros(prod.size)
-    seen = []
-    for p in pilots:
-        try:
-            at = prior.variant(**p["layout"]) if p["layout"] else prior
-            why = at.runs_on(p["count"])
-            if why is not None:
-                raise ValueError(why)
-        except (ValueError, TypeError) as e:
-            raise SpecError(f"the pilot's layout on {p['count']:,} accelerators: {e}", field="--pilot") from None
-        pred = np.asarray(at.factor_draws(p["count"])["mfu"], float) / prior.counting  # the architecture's FLOPs
-        obs = p["tflops_per_gpu"] * 1e12 / prior.peak
-        if not 0 < obs <= 1:
-            raise SpecError(f"tflops_per_gpu {p['tflops_per_gpu']:g} is {obs:.0%} of the accelerator's dense peak "
-                            f"({prior.peak / 1e12:g} TFLOP/s); expected a measured throughput below it",
-                            field="--pilot")
-        logw += -0.5 * ((math.log(obs) - np.log(pred)) / p["sigma"]) ** 2
-        seen.append((p, obs, pred))
-    w = np.exp(logw - logw.max())
-    ess = float(w.sum() ** 2 / (w * w).sum())
-    if ess < MIN_ESS:
-        raise SpecError(f"the pilot leaves {ess:.0f} of the layout model's {DRAWS:,} draws (effective sample size): "
-                        "the model cannot reach that throughput at that layout; check the pilot's layout and "
-                        "tflops_per_gpu, or widen sigma", field="--pilot")
-    q = weighted_quantiles(prod, w, KNOT_PROBS)
-    checks = [{"count": p["count"], "tflops_per_gpu": p["tflops_per_gpu"], "sigma": p["sigma"],
-               "layout": dict(p["layout"]), "observed_mfu": obs,
-               "predicted_prior": dict(zip(("p5", "p50", "p95"), np.quantile(pred, [0.05, 0.5, 0.95]).tolist())),
-               "predicted_posterior": dict(zip(("p5", "p50", "p95"),
-                                               weighted_quantiles(pred, w, [0.05, 0.5, 0.95]).tolist()))}
-              for p, obs, pred in seen]
-    words = "; ".join(f"{c['count']:,} accelerators at {c['tflops_per_gpu']:g} TFLOP/s per GPU (sigma {c['sigma']:g})"
-                      + (f", layout {', '.join(f'{k} {v}' for k, v in c['layout'].items())}" if c["layout"] else "")
-                      for c in checks)
-    source = (f"the layout model's MFU at production conditioned on a pilot ({words}): posterior predictive, "
-              f"effective sample size {ess:,.0f} of {DRAWS:,}")
-    return {"dist": table_dist(KNOT_PROBS, q, source=source), "ess": ess, "draws": DRAWS, "pilots": checks,
-            "source": source}
+def to_pilot(p: Mapping[str, Any]) -> Pilot:
+    """A parsed ``--pilot`` (:func:`parse_pilot`) as the spec's :class:`~mcflops.spec.pilots.Pilot`."""
+    (measure,) = [k for k in MEASURES if k in p]
+    return Pilot(int(p["count"]), measure, float(p[measure]), float(p.get("sigma", SIGMA)),
+                 tuple((p.get("layout") or {}).items()), p.get("source"))
 
 
-def weighted_quantiles(x: np.ndarray, w: np.ndarray, probs) -> np.ndarray:
-    """Quantiles of the weighted sample (x, w): the weighted CDF at the midpoints of each draw's weight, linear
-    between them (Hyndman & Fan 1996's type 5, with weights)."""
-    o = np.argsort(x)
-    xs, ws = x[o], w[o]
-    c = (np.cumsum(ws) - 0.5 * ws) / ws.sum()
-    return np.interp(np.asarray(probs, float), c, xs)
+def words(p: Mapping[str, Any]) -> str:
+    """A parsed pilot in a few words (the ladder's rung label)."""
+    return to_pilot(p).words()
+
+
+def condition(prior, pilots: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The layout prior ``prior`` conditioned on ``pilots`` (parsed by :func:`parse_pilot`;
+    :func:`mcflops.spec.pilots.condition`): the conditioned prior (re-solvable at any count, its table the posterior
+    predictive), its table at the file's count (a Dist), the weights' effective sample size, and each pilot's
+    measured and predicted MFU before and after (the check that the fit reproduces it)."""
+    from mcflops.layout import DRAWS
+    from mcflops.spec.pilots import PilotError, condition as weigh
+
+    try:
+        res = weigh(prior, [to_pilot(p) for p in pilots])
+    except PilotError as e:
+        raise SpecError(e.message if e.index is None or len(pilots) == 1 else f"pilot {e.index + 1}: {e.message}",
+                        field="--pilot") from None
+    return {"prior": res, "dist": res.at(), "ess": res.ess, "draws": DRAWS, "pilots": [dict(c) for c in res.checks],
+            "source": res.describe()}

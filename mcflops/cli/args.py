@@ -102,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--holdout", action="store_true", help="with --layout: also refit without each paper, each "
                     "accelerator generation and the runs past 1,024 accelerators, and score the held-out series "
                     "against a constant MFU per accelerator (slow: about 10 minutes on 2 cores)")
+    ca.add_argument("--pilot-holdout", action="store_true", help="with --layout: only the pilot's validation: refit "
+                    "without each scaling series (MegaScale 175B strong scaling, Megatron-Core strong and weak "
+                    "scaling, Llama 3 405B 8K to 16K GPUs), condition on its smallest-scale row as a pilot and "
+                    "predict the others (slow: five refits, several minutes on 2 cores); --out DIR writes "
+                    "layout_pilot_validation.json")
     ca.add_argument("--write", action="store_true",
                     help="also regenerate the shipped fit, mcflops/data/calibration_fit.json (what calibrated "
                     "priors read)")

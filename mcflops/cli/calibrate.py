@@ -208,6 +208,10 @@ def layout_command(args) -> int:
     held-out production rows and trends; --write ships the priors, --out DIR writes layout_validation.json."""
     from mcflops.layoutfit.results import calibrate_layout
 
+    if getattr(args, "pilot_holdout", False):
+        from mcflops.cli.pilots import command as pilot_holdout
+
+        return pilot_holdout(args, Phases)
     setup_jax()
     with Phases(args.quiet or args.json) as phase:
         res = calibrate_layout(seed=args.seed, chains=args.chains, draws=args.draws, trends=not args.no_loo,

@@ -29,9 +29,10 @@ def add_parser(sub, common) -> None:
                     "tp=8,pp=8,global_batch=2048; repeatable")
     la.add_argument("--pilot", action="append", metavar="count=N,tflops_per_gpu=T[,sigma=S][,LAYOUT FIELDS]",
                     help="a measured pilot on the same stack: N accelerators at T TFLOP/s per GPU (counted with the "
-                    "architecture's FLOPs, attention included), its log-scale error S (default 0.05) and the layout "
-                    "fields where it differs from --layout's; conditions the layout model's efficiencies and adds "
-                    "the rung of the production MFU given it; repeatable (one observation each)")
+                    "architecture's FLOPs, attention included; or tokens_per_s_per_gpu= or step_time_s= in its "
+                    "place), its log-scale error S (default 0.05) and the layout fields where it differs from "
+                    "--layout's; conditions the layout model's efficiencies and adds the rung of the production MFU "
+                    "given it; repeatable (one observation each); a prior file's pilot: block does the same")
 
 
 def command(args) -> int:
@@ -39,10 +40,13 @@ def command(args) -> int:
 
 
 def compute(args, progress) -> dict[str, Any]:
-    from mcflops.analysis.ladder import ladder
+    from mcflops.analysis.ladder import layout_options
+    from mcflops.analysis.pilot import parse_pilot
+    from mcflops.api import ladder
 
-    return plain(ladder(args.file, args.layout, pilots=args.pilot or (), samples=samples(args.samples), seed=args.seed,
-                        progress=progress))
+    # the flags parsed here, so that a mistake names the flag; the API computes what it returns
+    return plain(ladder(args.file, layout=layout_options(args.layout), pilots=[parse_pilot(p) for p in args.pilot or ()],
+                        samples=samples(args.samples), seed=args.seed, progress=progress))
 
 
 def write(out: Path, data: dict[str, Any]) -> None:

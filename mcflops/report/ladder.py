@@ -77,8 +77,8 @@ def command(d: Mapping[str, Any]) -> str:
     if lay:
         words += ["--layout", ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in lay.items())]
     for p in d.get("pilots") or []:
-        fields = {"count": p["count"], "tflops_per_gpu": f"{p['tflops_per_gpu']:g}", "sigma": f"{p['sigma']:g}",
-                  **(p.get("layout") or {})}
+        measure = next(k for k in ("tflops_per_gpu", "tokens_per_s_per_gpu", "step_time_s") if k in p)
+        fields = {"count": p["count"], measure: f"{p[measure]:g}", "sigma": f"{p['sigma']:g}", **(p.get("layout") or {})}
         words += ["--pilot", ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in fields.items())]
     return shlex.join(words)
 

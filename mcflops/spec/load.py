@@ -26,6 +26,7 @@ from mcflops.spec.machine import params_from_architecture, parse_architecture, p
 from mcflops.spec.notes import spec_notes, units_note
 from mcflops.spec.observe import parse_observations
 from mcflops.spec.options import plan_block, sensitivity_block
+from mcflops.spec.pilots import apply as apply_pilots, parse_pilots
 from mcflops.spec.plain import check_plain
 from mcflops.spec.ratio import resolve_ratios
 from mcflops.spec.reader import check_texts, read_yaml
@@ -35,7 +36,7 @@ from mcflops.spec.types import CONVENTIONS, MAX_SAMPLES, Spec
 
 # The top-level keys, in the order resolved_dict writes them. A new block: its key here, a module that
 # parses it into a frozen value (a Spec field), and a line in _build and in resolved_dict.
-TOP_KEYS = ("name", "description", "seed", "samples", "hardware", "flops", "architecture", "priors",
+TOP_KEYS = ("name", "description", "seed", "samples", "hardware", "flops", "architecture", "priors", "pilot",
             "observe", "reported", "sensitivity", "correlations", "plan", "compare")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # fullmatch: `$` would let a final newline through
 MAX_LOG_OUTPUT = 300 * math.log(10)  # every output's within 1e-300..1e300 (float64 holds 1.8e308)
@@ -99,10 +100,14 @@ def _build(data: Mapping, where: Fields) -> Spec:
     params_from_architecture(where, data, arch, priors)
     hardware = parse_hardware(where, data, priors)
     dependent = resolve_recipes(where, data, priors, hardware, arch)
+    pilots = parse_pilots(where, data, dependent) if "pilot" in data else ()
+    if pilots:  # the layout prior's draws reweighted by the pilots: its MFU is the posterior predictive
+        dependent["mfu"] = apply_pilots(where, data, pilots, dependent["mfu"])
+        priors["mfu"] = dependent["mfu"].at()
     fill_defaults(priors, hardware, flops, calibrated=recipes.is_calibrated(data["priors"].get("mfu")))
 
     spec = Spec(name=name, description=description, seed=seed, samples=samples, hardware=hardware, flops=flops,
-                architecture=arch, priors=priors, observe={}, path=where.path,
+                architecture=arch, priors=priors, observe={}, path=where.path, pilots=pilots,
                 notes=spec_notes(priors, hardware.accelerator, hardware.precision)
                 + tuple(x for x in (units_note(flops, arch, priors),) if x)
                 + tuple(evidence_notes(data["priors"], priors, hardware.accelerator, hardware.precision, flops,

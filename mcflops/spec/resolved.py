@@ -33,6 +33,8 @@ def resolved_dict(spec) -> dict[str, Any]:
             a["source"] = f"{a['source']}; {read}" if a.get("source") else read
         d["architecture"] = a
     d["priors"] = {n: _prior(spec, n, dist) for n, dist in spec.priors.items()}
+    if getattr(spec, "pilots", ()):  # the mfu above is the layout recipe; the loader conditions it on these again
+        d["pilot"] = [p.to_dict() for p in spec.pilots]
     if spec.observe:
         obs = {}
         for n, o in spec.observe.items():
@@ -116,9 +118,10 @@ def _table_comment(spec, name: str) -> str:
     q = ppf(spec.priors[name], probs)
     count = getattr(spec.count_dependent[name], "count", spec.hardware.count)
     cells = ", ".join(f"p{100 * p:g} {v:.6g}" for p, v in zip(probs, q))
+    piloted = ", conditioned on the pilot: block below," if name == "mfu" and getattr(spec, "pilots", ()) else ""
     return "\n".join(textwrap.wrap(
         f"{name} below is a recipe: the loader re-solves it at the file's count, and `plan` at every count it asks "
-        f"about. At {count} accelerators it gives the quantile table this run drew from: {cells}", 100))
+        f"about. At {count} accelerators it gives{piloted} the quantile table this run drew from: {cells}", 100))
 
 
 def plain(x: Any) -> Any:

@@ -24,6 +24,7 @@ from mcflops.spec.grammar import _NAMED, DIST_KEYS, FAMILIES
 from mcflops.spec.machine import ARCH_KEYS, HARDWARE_KEYS, MAX_ARCH
 from mcflops.spec.observe import MIN_RELATIVE_SCALE, NOISES, OBS_KEYS
 from mcflops.spec.options import PLAN_KEYS, SENSITIVITY_KEYS
+from mcflops.spec.pilots import KEYS as PILOT_KEYS, MEASURES as PILOT_MEASURES
 from mcflops.spec.reported import KEYS as CLAIM_KEYS
 from mcflops.spec.types import CONVENTIONS, INPUTS, MAX_SAMPLES, OUTPUTS
 
@@ -267,6 +268,18 @@ def json_schema() -> dict[str, Any]:
         defs[f"prior_{name}"] = _prior(name)
         defs[f"component_{name}"] = _prior(name, component=True)
 
+    pilot_layout = {k: v for k, v in defs["layout"]["properties"]["layout"].items() if k != "required"}
+    pilot = _closed({
+        "count": _num(above=0, integer=True, description="accelerators in the pilot"),
+        "layout": {**pilot_layout, "description": "the fields where the pilot's layout differs from production's"},
+        "tflops_per_gpu": _num(above=0, description="measured TFLOP/s per GPU (the architecture's FLOPs)"),
+        "tokens_per_s_per_gpu": _num(above=0, description="measured tokens per second per GPU"),
+        "step_time_s": _num(above=0, description="measured seconds per step (the pilot's global batch)"),
+        "sigma": _num(above=0, description="the measurement's log-scale error (default 0.05)"),
+        "source": {"type": "string", "pattern": r"\S", "description": "who measured the pilot, and how"}},
+        PILOT_KEYS, required=["count", "source"])
+    pilot["oneOf"] = [{"required": [m]} for m in PILOT_MEASURES]
+
     def needs(condition: dict[str, Any], then: dict[str, Any]) -> dict[str, Any]:
         return {"if": condition, "then": then}
 
@@ -291,6 +304,8 @@ def json_schema() -> dict[str, Any]:
             "priors": {"type": "object", "additionalProperties": False, "required": ["tokens", "mfu"],
                        "properties": {k: {"$ref": f"#/$defs/prior_{k}", "description": v[3]}
                                       for k, v in INPUTS.items()}},
+            "pilot": {"type": "array", "minItems": 1, "items": pilot,
+                      "description": "measured throughput at a pilot scale: conditions mfu: {layout: ...}"},
             "observe": {"type": "object", "additionalProperties": False,
                         "properties": {k: _observation() for k in quantities}},
             "reported": {"type": "object", "additionalProperties": False,
@@ -304,6 +319,9 @@ def json_schema() -> dict[str, Any]:
             # the catalogue gives the peak unless the file gives a peak_flops prior
             needs({"properties": {"priors": {"not": {"required": ["peak_flops"]}}}},
                   {"required": ["hardware"], "properties": {"hardware": {"required": ["accelerator"]}}}),
+            # a pilot conditions the layout model: the mfu prior is a layout recipe
+            needs({"required": ["pilot"]},
+                  {"properties": {"priors": {"properties": {"mfu": {"type": "object", "required": ["layout"]}}}}}),
             needs({"required": ["flops"], "properties": {"flops": {"enum": ["palm", "megatron", "architecture"]}}},
                   {"required": ["architecture"]}),
             needs({"required": ["observe"], "properties": {"observe": {"required": ["cost"]}}},

@@ -165,6 +165,9 @@ class Spec:
     # what the file leaves to the defaults and the priors that look like mistakes (mcflops.spec.notes), one line
     # each: computed at load, shown after the tables, in summary.json's notes and in the report's assumptions
     notes: tuple[str, ...] = ()
+    # the ``pilot:`` block (mcflops.spec.pilots.Pilot each): measured throughput that conditions the layout prior,
+    # already folded into priors["mfu"] and count_dependent["mfu"]; kept to be written back
+    pilots: tuple[Any, ...] = ()
 
     @property
     def outputs(self) -> tuple[str, ...]:

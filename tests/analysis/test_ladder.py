@@ -147,7 +147,9 @@ def test_the_command_shows_four_rungs_and_writes_the_report(tmp_path, capsys):
     assert [r["kind"] for r in d["rungs"]] == ["hand-set", "calibrated", "layout", "pilot"]
     lay, pil = d["rungs"][2], d["rungs"][3]
     assert lay["count_dependent"] == ["mfu"] and lay["deadline"]["method"] == "fixed point"
-    assert pil["count_dependent"] == [] and pil["pilot"]["pilots"][0]["count"] == 512
+    # the pilot's prior is re-solved at the deadline's count on the same weighted draws, as the layout's is
+    assert pil["count_dependent"] == ["mfu"] and pil["deadline"]["method"] == "fixed point"
+    assert pil["pilot"]["pilots"][0]["count"] == 512
     # the pilot narrows the layout model's production MFU (its 90% interval, as a ratio p95 / p5)
     assert pil["mfu"]["p95"] / pil["mfu"]["p5"] < lay["mfu"]["p95"] / lay["mfu"]["p5"]
     assert json.loads((out / "ladder.json").read_text())["rungs"][2]["label"] == lay["label"]
@@ -174,17 +176,11 @@ def test_a_pilot_at_production_returns_its_measurement():
     assert abs(res["pilots"][0]["predicted_posterior"]["p50"] / obs - 1) < 0.01
 
 
-def test_weighted_quantiles_with_equal_weights_are_numpys_hazen():
-    x = np.random.default_rng(3).lognormal(size=1001)
-    p = [0.05, 0.3, 0.5, 0.95]
-    assert np.allclose(pilot_mod.weighted_quantiles(x, np.ones_like(x), p), np.quantile(x, p, method="hazen"))
-
-
 @pytest.mark.parametrize("bad, flag, says", [
     (["--layout", "tp8"], "--layout", "expected KEY=VALUE"),
     (["--layout", "tp=8,pp=8"], "--layout", "missing global_batch"),
     (["--pilot", PILOT], "--pilot", "give the production layout with --layout"),
-    (["--layout", LAYOUT, "--pilot", "count=512"], "--pilot", "missing tflops_per_gpu="),
+    (["--layout", LAYOUT, "--pilot", "count=512"], "--pilot", "missing one measurement="),
     (["--layout", LAYOUT, "--pilot", f"{PILOT},tq=8"], "--pilot", "unknown field tq="),
     (["--layout", LAYOUT, "--pilot", "count=512,tflops_per_gpu=1200"], "--pilot", "of the accelerator's dense peak"),
     (["--layout", LAYOUT, "--pilot", "count=500,tflops_per_gpu=400"], "--pilot", "the pilot's layout on 500")])
@@ -202,3 +198,45 @@ def test_a_file_in_other_units_gets_no_calibrated_rung_and_says_why():
     d = ladder_mod.ladder(ROOT / "priors" / "palm-540b.yaml", samples=2000)
     assert [r["kind"] for r in d["rungs"]] == ["hand-set"]
     assert d["notes"][0].startswith("no rung from published runs: the calibrated prior is in 6ND units")
+
+
+def test_a_file_with_a_pilot_is_its_own_pilot_rung_beside_its_layout_without_it():
+    from mcflops.spec.pilots import PilotedPrior
+
+    rs = ladder_mod.rungs(FILE.parent / "dense70b-pilot.yaml")
+    assert [r["kind"] for r in rs] == ["pilot", "calibrated", "layout"]
+    own, lay = rs[0], rs[2]
+    assert isinstance(own["spec"].count_dependent["mfu"], PilotedPrior) and own["pilot"]["pilots"][0]["count"] == 512
+    assert not lay["spec"].pilots and not isinstance(lay["spec"].count_dependent["mfu"], PilotedPrior)
+    # the same layout, the same draws: the pilot rung's table is the layout rung's draws reweighted
+    piloted = own["spec"].count_dependent["mfu"]
+    assert np.array_equal(piloted.factor_draws()["mfu"], lay["spec"].count_dependent["mfu"].factor_draws()["mfu"])
+
+
+def test_the_api_returns_what_the_command_prints(capsys):
+    """api.ladder and `mcflops ladder --json` on one file, seed and sample count: the same data (one machine,
+    one process: the same code, so exactly equal); a mapping of the file gives the same rungs."""
+    from mcflops import api
+
+    got = api.ladder(str(FILE), samples=1000)
+    assert cli.main(["ladder", str(FILE), "--samples", "1000", "--quiet", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(got))
+    lay = {"tp": 8, "pp": 8, "global_batch": 2048}
+    from_dict = ladder_mod.rungs(YAML(typ="safe").load(FILE.read_text()), lay)
+    assert [r["spec"].digest() for r in from_dict] == [r["spec"].digest() for r in ladder_mod.rungs(FILE, lay)]
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({"layout": "tp=8"}, "mcflops.ladder(layout=): expected a mapping"),
+    ({"layout": ["tp8"]}, "mcflops.ladder(layout=): expected KEY=VALUE"),
+    ({"layout": {"tp": 8, "pp": 8, "global_batch": 2048}, "pilots": ["count=512"]},
+     "mcflops.ladder(pilots=): missing one measurement="),
+    ({"pilots": "count=512,tflops_per_gpu=420"}, "mcflops.ladder(pilots=): expected a list"),
+    ({"samples": 10}, "mcflops.ladder(samples=): expected at least 1000")])
+def test_the_api_names_its_arguments(kw, says):
+    from mcflops import api
+    from mcflops.errors import SpecError
+
+    with pytest.raises(SpecError) as e:
+        api.ladder(str(FILE), **kw)
+    assert says in str(e.value), str(e.value)

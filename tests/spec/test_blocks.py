@@ -18,6 +18,7 @@ from mcflops.spec.load import TOP_KEYS
 from mcflops.spec.machine import ARCH_KEYS, HARDWARE_KEYS
 from mcflops.spec.observe import OBS_KEYS
 from mcflops.spec.options import PLAN_KEYS, SENSITIVITY_KEYS
+from mcflops.spec.pilots import KEYS as PILOT_KEYS
 from mcflops.spec.schema import json_schema
 
 HEAD = """name: blocks
@@ -202,6 +203,7 @@ def test_schema_blocks_come_from_the_loader_tables():
     assert list(props["observe"]["properties"]["gpu_hours"]["properties"]) == list(OBS_KEYS)
     assert list(props["sensitivity"]["properties"]) == list(SENSITIVITY_KEYS)
     assert list(props["plan"]["properties"]) == list(PLAN_KEYS)
+    assert list(props["pilot"]["items"]["properties"]) == list(PILOT_KEYS)
     assert list(props["correlations"]["items"]["properties"]) == list(ENTRY_KEYS)
     for block in ("sensitivity", "plan"):
         assert props[block]["additionalProperties"] is False

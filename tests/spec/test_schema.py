@@ -39,6 +39,8 @@ NOT_EXPRESSIBLE = {
     "observe_between_reversed": "low < high: a comparison between two items",
     "output_overflow": "the outputs' range: a sum over every prior's tails",
     "params_far_from_architecture": "the parameter count of the architecture against params: arithmetic",
+    "pilot_above_peak": "a measured throughput against the accelerator's peak: a catalogue lookup and arithmetic",
+    "pilot_layout_cannot_run": "the pilot's layout on its count (tp x pp x cp divides it): arithmetic across blocks",
     "precision_part_lacks": "the precisions one accelerator has: a catalogue lookup per accelerator",
     "triangular_unordered": "low <= mode <= high: comparisons between items",
     "truncation_empty": "the mass a truncation keeps: the normal CDF at the bounds",

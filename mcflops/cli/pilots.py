@@ -1,0 +1,96 @@
+"""`mcflops calibrate --layout --pilot-holdout`: the pilot validated on scaling series held out of the layout fit
+(mcflops.layoutfit.pilots): each series refitted out, its smallest-scale row taken as the pilot, the others
+predicted; printed as a table or --json, with --out DIR written to DIR/layout_pilot_validation.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mcflops import output
+from mcflops.cli.session import primary, setup_jax
+from mcflops.errors import SpecError
+
+FILE = "layout_pilot_validation.json"
+
+
+def command(args, phases) -> int:
+    from mcflops.layoutfit import holdout as lh
+    from mcflops.layoutfit import pilots
+    from mcflops.layoutfit.validate import to_json
+
+    setup_jax()
+    with phases(args.quiet or args.json) as phase:
+        data = to_json(pilots.validate(args.seed, lh.settings_for(args.chains, args.draws), phase=phase))
+    if not primary():
+        return 0
+    if args.out:
+        out = Path(args.out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            output.replace_text(out / FILE, json.dumps(data, indent=2) + "\n")
+        except OSError as e:
+            raise SpecError(f"cannot write: {e.strerror}", path=str(e.filename or out), field="--out") from None
+        data["out"] = str(out / FILE)
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        show(data)
+    return 0
+
+
+def _q(r: dict[str, Any]) -> str:
+    return f"{r['p50']:.3f} [{r['p5']:.3f}, {r['p95']:.3f}]"
+
+
+def _t(q) -> dict[str, float]:
+    """(p5, p50, p95) as the mapping _q reads."""
+    return dict(zip(("p5", "p50", "p95"), q))
+
+
+def show(data: dict[str, Any]) -> None:
+    import sys
+
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    con = Console() if sys.stdout.isatty() else Console(width=160)
+    st = data["settings"]
+    bad = [s["series"] for s in data["series"] if (s.get("r_hat_max") or 0) > 1.1]
+    if bad:
+        con.print(f"[yellow]{len(bad)} of {len(data['series'])} refits did not converge (R-hat > 1.1) at this "
+                  f"budget[/yellow]: {escape(', '.join(bad))}")
+    t = Table(title=f"The pilot on held-out scaling series (refit without each: NUTS {st['chains']} x {st['draws']} "
+                    f"draws, tree depth {st['max_tree_depth']}; pilot sigma {st['sigma']:g}): measured MFU (true "
+                    "model FLOPs) vs predicted", title_justify="left", header_style="bold")
+    for c in ("series / row", "GPUs", "measured", "given the pilot [90%]", "layout prior alone [90%]", "in 90%"):
+        t.add_column(c, justify="left" if c == "series / row" else "right")
+    for s in data["series"]:
+        p = s["pilot"]
+        t.add_row(f"[bold]{escape(s['series'])}[/bold] pilot {escape(p['id'])}", f"{p['count']:,}", f"{p['y']:.3f}",
+                  _q(_t(p["predicted_posterior"])), _q(_t(p["predicted_prior"])), "")
+        for r in s["rows"]:
+            t.add_row(f"  {escape(r['id'])}", f"{r['count']:,}", f"{r['y']:.3f}", _q(r),
+                      _q(_t(r["prior"])), "yes" if r["p5"] <= r["y"] <= r["p95"] else "no")
+    con.print(t)
+    s = Table(title="Scores over the predicted rows (the pilot's own row excluded)", title_justify="left",
+              header_style="bold")
+    for c in ("series", "rows", "90% cov.", "med. |log err|", "p95/p5 at production", "prior: cov., |log err|",
+              "pilot's MFU kept: |log err|", "ESS", "R-hat"):
+        s.add_column(c, justify="left" if c == "series" else "right", overflow="fold")
+    for x in data["series"] + [dict(data["pooled"], series="pooled")]:
+        m, pr = x["model"], x["prior"]
+        rh = x.get("r_hat_max")
+        s.add_row(escape(x["series"]), str(m["rows"]), f"{m['coverage_90']:.2f}", f"{m['median_abs_log_error']:.3f}",
+                  f"{x['production_p95_over_p5']:.2f}", f"{pr['coverage_90']:.2f}, {pr['median_abs_log_error']:.3f}",
+                  f"{x['constant_median_abs_log_error']:.3f}", f"{x['ess']:,.0f}" if "ess" in x else "",
+                  "" if rh is None else f"{rh:.2f}")
+    con.print(s)
+    tg, met = data["targets"], data["met"]
+    con.print("  targets (pooled; production p95/p5 is the median over the series): " + "; ".join(
+        f"{k} {'<=' if k != 'coverage_90' else '>='} {tg[k]} {'[green]met[/green]' if met[k] else '[red]missed[/red]'}"
+        for k in ("median_abs_log_error", "coverage_90", "production_p95_over_p5")))
+    if "out" in data:
+        con.print(f"[dim]wrote {data['out']}[/dim]")

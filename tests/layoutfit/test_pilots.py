@@ -1,0 +1,99 @@
+"""The pilot's held-out validation: its series and pilots are the data's, each refit holds out exactly the series'
+benchmark rows, conditioning pulls the pilot's own predictive onto its measurement, a pilot with a huge error
+leaves the layout prior as it was, and the scores are those of the rows. The refit is injected (the shipped fit,
+no NUTS): the NUTS refit itself is tests/layoutfit/test_holdout.py's, and the real validation's figures are in
+benchmarks/RESULTS.md."""
+
+import math
+
+import numpy as np
+import pytest
+
+from mcflops.layout.fit import load_fit
+from mcflops.layoutfit import holdout as lh
+from mcflops.layoutfit import pilots
+from mcflops.layoutfit.data import load_layout_runs
+
+SMALL = "megatron-core-2024-h100-strong"  # two rows: the cheapest series to predict
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return load_layout_runs()
+
+
+def test_each_series_has_its_smallest_count_as_the_pilot(runs):
+    for name in pilots.SERIES:
+        mine = [r for r in runs if r.series == name]
+        got = pilots.series_runs(name, runs)
+        assert len(got) == len(mine) >= 2 and {r.id for r in got} == {r.id for r in mine}
+        assert got[0].count == min(r.count for r in mine)
+    assert {r.kind for r in pilots.series_runs("llama3-405b", runs)} == {"production"}
+    with pytest.raises(ValueError, match="a pilot needs one more"):
+        pilots.series_runs("bloom-176b", runs)
+
+
+def test_the_pilot_pulls_its_own_predictive_onto_its_measurement(runs):
+    res = pilots.transfer(pilots.series_runs(SMALL, runs), load_fit())
+    p = res["pilot"]
+    lo, mid, hi = p["predicted_posterior"]
+    # the prior's interval is wide (p95/p5 near 3) and the measurement has a 5% error: given it, the pilot's row
+    # is predicted within a few of those 5% of what it measured, and far more narrowly than before
+    assert abs(math.log(mid / p["y"])) < 2 * pilots.SIGMA
+    assert hi / lo < 0.5 * p["predicted_prior"][2] / p["predicted_prior"][0]
+    assert 200 < res["ess"] < res["draws"]
+
+
+def test_an_uninformative_pilot_leaves_the_prior(runs):
+    """sigma 1e3: every weight is 1 to 1e-6, so the predictive is the prior's sample: its weighted (Hazen)
+    quantiles against NumPy's linear ones differ by less than the gap between neighbouring draws (1 / 65,536 of
+    the probability, times the density; 1e-3 relative is well above it)."""
+    res = pilots.transfer(pilots.series_runs(SMALL, runs), load_fit(), sigma=1e3)
+    (row,) = res["rows"]
+    assert np.allclose([row["p5"], row["p50"], row["p95"]], row["prior"], rtol=1e-3)
+    assert res["ess"] > 0.999 * res["draws"]
+
+
+def test_validate_holds_out_each_series_and_scores_its_rows(runs):
+    seen = []
+
+    def refit(held):
+        seen.append(set(held))
+        return {**load_fit(), "fit": {"r_hat_max": 1.0, "ess_min": 100.0, "divergences": 0}}
+
+    out = pilots.validate(0, lh.Settings(1, 50, 50, 5), series=(SMALL, "llama3-405b"), refit=refit)
+    assert seen == [{r.id for r in runs if r.series == SMALL}, set()]  # a production series is never in a fit
+    s = out["series"][0]
+    assert s["held_out"] == 2 and s["fit_rows"] == len([r for r in runs if r.kind == "benchmark"]) - 2
+    rows = [r for x in out["series"] for r in x["rows"]]
+    assert out["pooled"]["rows"] == len(rows) == 1 + 2
+    expect = lh.scores([r["y"] for r in rows], [r["p5"] for r in rows], [r["p50"] for r in rows],
+                       [r["p95"] for r in rows])
+    assert out["pooled"]["model"] == expect
+    # the production scale: Llama 3's two rows on 16,384 GPUs (both), Megatron-Core's on 4,608
+    top = pilots.production_rows(out["series"][1]["rows"])
+    assert [r["count"] for r in top] == [16384, 16384]
+    assert out["pooled"]["production_p95_over_p5"] == pytest.approx(np.median(
+        [x["production_p95_over_p5"] for x in out["series"]]), rel=1e-12)
+    assert set(out["met"]) == set(pilots.TARGETS)
+
+
+def test_the_command_writes_and_prints_the_validation(tmp_path, monkeypatch, capsys):
+    """`mcflops calibrate --layout --pilot-holdout --out DIR`: the table and DIR/layout_pilot_validation.json,
+    the refits replaced by the shipped fit (the command's plumbing, not NUTS)."""
+    from mcflops import cli
+
+    real = pilots.validate
+
+    def quick(seed, settings, **kw):
+        return real(seed, settings, series=(SMALL,), refit=lambda held: {**load_fit(), "fit": {"r_hat_max": 1.2}})
+
+    monkeypatch.setattr(pilots, "validate", quick)
+    assert cli.main(["calibrate", "--layout", "--pilot-holdout", "--quiet", "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    import json
+
+    data = json.loads((tmp_path / "layout_pilot_validation.json").read_text())
+    assert [s["series"] for s in data["series"]] == [SMALL]
+    assert "did not converge" in text.split("\n")[0]  # a refit past R-hat 1.1 is named before the table
+    assert "mcore2024-strong-175b-4608" in text and "pooled" in text and "targets" in text

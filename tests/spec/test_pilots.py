@@ -1,0 +1,104 @@
+"""The prior file's ``pilot:`` block: each of its three measurements is the same MFU when they state the same
+throughput (the conversions by hand: tokens x the architecture's FLOPs per token; a step's global batch x
+seq_len tokens), the file's MFU is the layout prior's draws weighted by the pilot's likelihood, the weights move
+with the count and a layout variant (the posterior predictive there), the block round-trips through
+spec.resolved.yaml, and `mcflops run` draws from it. Bad blocks: tests/bad/pilot_*.yaml."""
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from mcflops.priors.quantiles import ppf
+from mcflops.spec import load_spec, resolved_dict
+from mcflops.spec.pilots import PilotedPrior
+from mcflops.spec.reader import read_yaml
+from tests.conftest import ROOT
+
+from pathlib import Path
+
+FILE = Path(ROOT) / "priors" / "examples" / "ladder" / "dense70b-pilot.yaml"
+PROBS = [0.05, 0.25, 0.5, 0.75, 0.95]
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec(FILE)
+
+
+def _with(pilot):
+    d = copy.deepcopy(read_yaml(FILE))
+    d["pilot"] = [pilot]
+    return load_spec(d, path=str(FILE))
+
+
+def test_the_file_mfu_is_the_layout_prior_weighted_by_the_pilot(spec):
+    lp = spec.count_dependent["mfu"]
+    assert isinstance(lp, PilotedPrior) and len(spec.pilots) == 1
+    base = lp.unconditioned()
+    # the weights by hand (NumPy, not mcflops.priors.weighting): a lognormal likelihood of sigma 0.05 at the
+    # pilot's count, its MFU in the architecture's FLOPs (the file's 6ND MFU / counting)
+    obs = 420e12 / base.peak
+    pred = base.factor_draws(512)["mfu"] / base.counting
+    w = np.exp(-0.5 * ((math.log(obs) - np.log(pred)) / 0.05) ** 2)
+    m = base.factor_draws()["mfu"]
+    o = np.argsort(m)
+    c = (np.cumsum(w[o]) - 0.5 * w[o]) / w.sum()
+    want = np.interp(PROBS, c, m[o])
+    # the table's knots are these quantiles; between knots it interpolates: 1e-3 relative is well within a knot
+    assert np.allclose(ppf(spec.priors["mfu"], PROBS), want, rtol=1e-3)
+    # the pilot is the evidence: given it, the pilot's own MFU is predicted close to what it measured
+    (chk,) = lp.checks
+    assert abs(math.log(chk["predicted_posterior"]["p50"] / obs)) < 0.05
+    assert ppf(spec.priors["mfu"], [0.95])[0] / ppf(spec.priors["mfu"], [0.05])[0] < \
+        0.5 * ppf(base.at(), [0.95])[0] / ppf(base.at(), [0.05])[0]
+
+
+def test_three_measurements_of_one_throughput_are_one_pilot(spec):
+    lp = spec.count_dependent["mfu"]
+    per_token = lp.counts.training_flops_per_token
+    tokens = 420e12 / per_token  # tokens/s per GPU at 420 TFLOP/s
+    step = 2048 * 8192 / (tokens * 512)  # seconds per step of 2,048 sequences of 8,192 tokens on 512 GPUs
+    want = ppf(spec.priors["mfu"], PROBS)
+    for pilot in ({"count": 512, "tokens_per_s_per_gpu": tokens, "source": "x"},
+                  {"count": 512, "step_time_s": step, "source": "x"}):
+        assert np.allclose(ppf(_with(pilot).priors["mfu"], PROBS), want, rtol=1e-9), pilot
+
+
+def test_the_weights_carry_to_other_counts_and_layouts(spec):
+    """The posterior predictive at another count or layout is the same weighted draws evaluated there."""
+    lp = spec.count_dependent["mfu"]
+    base = lp.unconditioned()
+    m = base.factor_draws(8192)["mfu"]
+    o = np.argsort(m)
+    c = (np.cumsum(lp.weights[o]) - 0.5 * lp.weights[o]) / lp.weights.sum()
+    assert np.allclose(ppf(lp.at(8192), PROBS), np.interp(PROBS, c, m[o]), rtol=1e-3)
+    v = lp.variant(pp=4)
+    assert isinstance(v, PilotedPrior) and v.weights is lp.weights
+    assert not np.allclose(ppf(v.at(), PROBS), ppf(lp.at(), PROBS), rtol=1e-3)
+
+
+def test_the_block_round_trips_through_the_resolved_file(spec):
+    d = resolved_dict(spec)
+    assert d["pilot"] == [{"count": 512, "tflops_per_gpu": 420.0, "sigma": 0.05, "source": spec.pilots[0].source}]
+    again = load_spec(d, path="spec.resolved.yaml")
+    assert again.pilots == spec.pilots and again.digest() == spec.digest()
+    assert np.array_equal(ppf(again.priors["mfu"], PROBS), ppf(spec.priors["mfu"], PROBS))
+    # a pilot is part of what the file means: without it the hash differs
+    d.pop("pilot")
+    assert load_spec(d, path="x").digest() != spec.digest()
+
+
+def test_run_draws_the_pilot_conditioned_mfu():
+    """`mcflops run`'s computation (api.run) samples the pilot's posterior predictive: its sampled median against
+    the table's within 5 of the run's own MCSE of it (the plan block dropped: a plan pass is not the claim)."""
+    from mcflops import api
+
+    d = copy.deepcopy(read_yaml(FILE))
+    d.pop("plan")
+    spec = load_spec(d, path=str(FILE))
+    res = api.run(spec, samples=4000, posterior=False)
+    mfu = res.prior["mfu"]
+    want = float(ppf(spec.priors["mfu"], [0.5])[0])
+    assert abs(mfu["p50"] - want) < 5 * mfu["mcse_p50"], (mfu["p50"], want, mfu["mcse_p50"])
