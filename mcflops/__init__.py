@@ -27,16 +27,16 @@ from mcflops.errors import SpecError as SpecError
 
 if TYPE_CHECKING:
     from mcflops.api import (Result as Result, calibrate as calibrate, compare as compare, device_name as device_name,
-                             plan as plan, run as run, sample as sample, sensitivity as sensitivity, write as write)
+                             ladder as ladder, plan as plan, run as run, sample as sample, sensitivity as sensitivity, write as write)
     from mcflops.spec import Spec as Spec, load_spec as load_spec, resolved_dict as resolved_dict
 
 # public name -> the module that defines it
-_HOME = {**dict.fromkeys(("Result", "calibrate", "compare", "device_name", "plan", "run", "sample", "sensitivity",
-                          "write"),
+_HOME = {**dict.fromkeys(("Result", "calibrate", "compare", "device_name", "ladder", "plan", "run", "sample",
+                          "sensitivity", "write"),
                          "mcflops.api"),
          **dict.fromkeys(("Spec", "load_spec", "resolved_dict"), "mcflops.spec")}
 
-__all__ = ["Result", "Spec", "SpecError", "calibrate", "compare", "device_name", "load_spec", "plan",
+__all__ = ["Result", "Spec", "SpecError", "calibrate", "compare", "device_name", "ladder", "load_spec", "plan",
            "resolved_dict", "run", "sample", "sensitivity", "version", "write", "__version__"]
 
 # NumPyro imports tqdm.auto, which warns in a Jupyter kernel without ipywidgets; mcflops shows no tqdm bar

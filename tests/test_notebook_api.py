@@ -40,7 +40,7 @@ class _Cells(HTMLParser):
 
 
 def test_top_level_names():
-    for name in ("run", "sample", "plan", "compare", "sensitivity", "calibrate", "Result"):
+    for name in ("run", "sample", "plan", "compare", "sensitivity", "calibrate", "ladder", "Result"):
         assert callable(getattr(mcflops, name)), name
 
 
