@@ -24,16 +24,18 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from mcflops.errors import SpecError
+from mcflops.errors import UsageError
 
 SIGMA = 0.05  # default log-scale error of a pilot's measured throughput: run-to-run spread of a few percent
 MIN_ESS = 200  # below this the posterior predictive's table rests on too few draws: refused
 NUMBERS = ("count", "tflops_per_gpu", "sigma")
+PILOT = ("pilots", "--pilot")  # how a pilot's mistake names it: ladder(pilots=), the command line's --pilot
 
 
-def key_values(text: str, flag: str) -> dict[str, Any]:
+def key_values(text: str, arg: str, flag: str | None = None) -> dict[str, Any]:
     """``tp=8,pp=8,recompute=selective,fsdp=true`` as a mapping: whole numbers as int, other numbers as float,
-    true/false as bool, the rest as text (each field is checked where it is used)."""
+    true/false as bool, the rest as text (each field is checked where it is used). ``arg``, ``flag``: the
+    argument (and its command-line flag) a mistake is named by."""
     from mcflops.numbers import parse_number
 
     out: dict[str, Any] = {}
@@ -43,7 +45,7 @@ def key_values(text: str, flag: str) -> dict[str, Any]:
         key, eq, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not eq or not key or not value:
-            raise SpecError(f"expected KEY=VALUE like tp=8, got '{part}'", field=flag)
+            raise UsageError(f"expected KEY=VALUE like tp=8, got '{part}'", arg=arg, flag=flag)
         x = parse_number(value)
         out[key] = (value.lower() == "true" if value.lower() in ("true", "false") else
                     int(x) if x is not None and math.isfinite(x) and x == int(x) else x if x is not None else value)
@@ -53,23 +55,25 @@ def key_values(text: str, flag: str) -> dict[str, Any]:
 def parse_pilot(text: str) -> dict[str, Any]:
     """One ``--pilot`` option: count and tflops_per_gpu (required), sigma, and layout fields for the pilot's layout
     where it differs from production's (checked when the layout is applied)."""
-    fields = key_values(text, "--pilot")
+    fields = key_values(text, *PILOT)
     for k in ("count", "tflops_per_gpu"):
         if k not in fields:
-            raise SpecError(f"missing {k}= (e.g. count=512,tflops_per_gpu=420), got '{text}'", field="--pilot")
+            raise UsageError(f"missing {k}= (e.g. count=512,tflops_per_gpu=420), got '{text}'", arg=PILOT[0],
+                             flag=PILOT[1])
     for k in NUMBERS:
         if k in fields:
             x = fields[k]
             if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0 or not math.isfinite(x):
-                raise SpecError(f"expected {k}= a number > 0, got {x!r}", field="--pilot")
+                raise UsageError(f"expected {k}= a number > 0, got {x!r}", arg=PILOT[0], flag=PILOT[1])
     if fields["count"] != int(fields["count"]):
-        raise SpecError(f"expected count= a whole number, got {fields['count']!r}", field="--pilot")
+        raise UsageError(f"expected count= a whole number, got {fields['count']!r}", arg=PILOT[0],
+                         flag=PILOT[1])
     from mcflops.spec.layoutspec import KEYS
 
     unknown = [k for k in fields if k not in (*NUMBERS, *KEYS)]
     if unknown:
-        raise SpecError(f"unknown field {unknown[0]}= (expected count, tflops_per_gpu, sigma and layout fields: "
-                        f"{', '.join(KEYS)})", field="--pilot")
+        raise UsageError(f"unknown field {unknown[0]}= (expected count, tflops_per_gpu, sigma and layout fields: "
+                         f"{', '.join(KEYS)})", arg=PILOT[0], flag=PILOT[1])
     return {"count": int(fields.pop("count")), "tflops_per_gpu": float(fields.pop("tflops_per_gpu")),
             "sigma": float(fields.pop("sigma", SIGMA)), "layout": fields}
 
@@ -91,21 +95,22 @@ def condition(prior, pilots: Sequence[Mapping[str, Any]], count: int | None = No
             if why is not None:
                 raise ValueError(why)
         except (ValueError, TypeError) as e:
-            raise SpecError(f"the pilot's layout on {p['count']:,} accelerators: {e}", field="--pilot") from None
+            raise UsageError(f"the pilot's layout on {p['count']:,} accelerators: {e}", arg=PILOT[0],
+                             flag=PILOT[1]) from None
         pred = np.asarray(at.factor_draws(p["count"])["mfu"], float) / prior.counting  # the architecture's FLOPs
         obs = p["tflops_per_gpu"] * 1e12 / prior.peak
         if not 0 < obs <= 1:
-            raise SpecError(f"tflops_per_gpu {p['tflops_per_gpu']:g} is {obs:.0%} of the accelerator's dense peak "
-                            f"({prior.peak / 1e12:g} TFLOP/s); expected a measured throughput below it",
-                            field="--pilot")
+            raise UsageError(f"tflops_per_gpu {p['tflops_per_gpu']:g} is {obs:.0%} of the accelerator's dense peak "
+                             f"({prior.peak / 1e12:g} TFLOP/s); expected a measured throughput below it",
+                             arg=PILOT[0], flag=PILOT[1])
         logw += -0.5 * ((math.log(obs) - np.log(pred)) / p["sigma"]) ** 2
         seen.append((p, obs, pred))
     w = np.exp(logw - logw.max())
     ess = float(w.sum() ** 2 / (w * w).sum())
     if ess < MIN_ESS:
-        raise SpecError(f"the pilot leaves {ess:.0f} of the layout model's {DRAWS:,} draws (effective sample size): "
-                        "the model cannot reach that throughput at that layout; check the pilot's layout and "
-                        "tflops_per_gpu, or widen sigma", field="--pilot")
+        raise UsageError(f"the pilot leaves {ess:.0f} of the layout model's {DRAWS:,} draws (effective sample size): "
+                         "the model cannot reach that throughput at that layout; check the pilot's layout and "
+                         "tflops_per_gpu, or widen sigma", arg=PILOT[0], flag=PILOT[1])
     q = weighted_quantiles(prod, w, KNOT_PROBS)
     checks = [{"count": p["count"], "tflops_per_gpu": p["tflops_per_gpu"], "sigma": p["sigma"],
                "layout": dict(p["layout"]), "observed_mfu": obs,

@@ -183,7 +183,7 @@ def test_weighted_quantiles_with_equal_weights_are_numpys_hazen():
 @pytest.mark.parametrize("bad, flag, says", [
     (["--layout", "tp8"], "--layout", "expected KEY=VALUE"),
     (["--layout", "tp=8,pp=8"], "--layout", "missing global_batch"),
-    (["--pilot", PILOT], "--pilot", "give the production layout with --layout"),
+    (["--pilot", PILOT], "--pilot", "give the production layout as well"),
     (["--layout", LAYOUT, "--pilot", "count=512"], "--pilot", "missing tflops_per_gpu="),
     (["--layout", LAYOUT, "--pilot", f"{PILOT},tq=8"], "--pilot", "unknown field tq="),
     (["--layout", LAYOUT, "--pilot", "count=512,tflops_per_gpu=1200"], "--pilot", "of the accelerator's dense peak"),
