@@ -36,8 +36,8 @@ _HOME = {**dict.fromkeys(("Result", "calibrate", "compare", "device_name", "plan
                          "mcflops.api"),
          **dict.fromkeys(("Spec", "load_spec", "resolved_dict"), "mcflops.spec")}
 
-__all__ = ["ReadError", "Result", "Spec", "SpecError", "UsageError", "calibrate", "compare", "device_name", "load_spec", "plan",
-           "resolved_dict", "run", "sample", "sensitivity", "version", "write", "__version__"]
+__all__ = ["ReadError", "Result", "Spec", "SpecError", "UsageError", "calibrate", "compare", "device_name",
+           "load_spec", "plan", "resolved_dict", "run", "sample", "sensitivity", "version", "write", "__version__"]
 
 # NumPyro imports tqdm.auto, which warns in a Jupyter kernel without ipywidgets; mcflops shows no tqdm bar
 # (its progress is its own), so the warning only puts a red box under a notebook's first posterior

@@ -6,10 +6,10 @@ flag's name (:meth:`UsageError.as_flag`), so one check speaks both languages."""
 
 from __future__ import annotations
 
+import functools
 import math
 from numbers import Integral, Real
 from pathlib import Path
-import functools
 from typing import Any, Callable, Mapping, TypeVar
 
 from mcflops.errors import SpecError, UsageError, kind
