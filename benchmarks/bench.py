@@ -109,7 +109,7 @@ def sobol_time(base: int = 1 << 18) -> dict:
     from mcflops import model as model_mod
 
     m = model_mod.build_model(load_spec(SOBOL_SPEC))
-    names = sensitivity.uncertain(m)
+    names = m.uncertain
     t = time.perf_counter()
     sensitivity.sobol(jax.random.key(1), m, n=base)
     first = time.perf_counter() - t

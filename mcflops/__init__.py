@@ -23,7 +23,7 @@ import warnings
 TYPE_CHECKING = False
 
 from mcflops._version import version as version
-from mcflops.errors import SpecError as SpecError
+from mcflops.errors import ReadError as ReadError, SpecError as SpecError, UsageError as UsageError
 
 if TYPE_CHECKING:
     from mcflops.api import (Result as Result, calibrate as calibrate, compare as compare, device_name as device_name,
@@ -36,8 +36,8 @@ _HOME = {**dict.fromkeys(("Result", "calibrate", "compare", "device_name", "ladd
                          "mcflops.api"),
          **dict.fromkeys(("Spec", "load_spec", "resolved_dict"), "mcflops.spec")}
 
-__all__ = ["Result", "Spec", "SpecError", "calibrate", "compare", "device_name", "ladder", "load_spec", "plan",
-           "resolved_dict", "run", "sample", "sensitivity", "version", "write", "__version__"]
+__all__ = ["ReadError", "Result", "Spec", "SpecError", "UsageError", "calibrate", "compare", "device_name",
+           "ladder", "load_spec", "plan", "resolved_dict", "run", "sample", "sensitivity", "version", "write", "__version__"]
 
 # NumPyro imports tqdm.auto, which warns in a Jupyter kernel without ipywidgets; mcflops shows no tqdm bar
 # (its progress is its own), so the warning only puts a red box under a notebook's first posterior

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mcflops.errors import SpecError
+from mcflops.errors import ReadError, SpecError
 
 _BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 
@@ -100,9 +100,9 @@ def read_summary(folder: str | Path, where: str | None = None) -> dict[str, Any]
     where = str(folder) if where is None else where
     path = Path(folder) / SUMMARY
     if not path.exists() and not path.is_symlink():
-        raise SpecError(f"no {SUMMARY} here: not a run folder (make one with `mcflops run FILE`)", path=where)
+        raise ReadError(f"no {SUMMARY} here: not a run folder (make one with `mcflops run FILE`)", path=where)
     data = read_json(path, str(Path(where) / SUMMARY), kind=f"a {SUMMARY} mcflops wrote", limit=SUMMARY_BYTES,
                      why="a summary is tens of KB")
     if not isinstance(data, dict):
-        raise SpecError(f"not a {SUMMARY} mcflops wrote: expected a JSON object", path=str(Path(where) / SUMMARY))
+        raise ReadError(f"not a {SUMMARY} mcflops wrote: expected a JSON object", path=str(Path(where) / SUMMARY))
     return data

@@ -22,7 +22,8 @@ SPEC = {
 
 
 def test_public_api_surface():
-    for name in ("load_spec", "run", "Result", "Spec", "SpecError", "resolved_dict", "__version__"):
+    for name in ("load_spec", "run", "Result", "Spec", "SpecError", "ReadError", "UsageError", "resolved_dict",
+                 "__version__"):
         assert hasattr(mcflops, name), name
     assert re.match(r"^\d+\.\d+", mcflops.__version__)
 

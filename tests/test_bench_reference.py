@@ -50,7 +50,6 @@ def _reference_draws(n: int) -> np.ndarray:
 
 def test_sobol_benchmark_spec_has_five_uncertain_inputs():
     from mcflops import load_spec
-    from mcflops.analysis import sensitivity
     from mcflops.model.compute import build_model
 
-    assert len(sensitivity.uncertain(build_model(load_spec(bench.SOBOL_SPEC)))) == 5
+    assert len(build_model(load_spec(bench.SOBOL_SPEC)).uncertain) == 5

@@ -9,7 +9,7 @@ import pytest
 
 import mcflops
 from mcflops.engine import KEEP
-from mcflops.errors import SpecError
+from mcflops.errors import UsageError
 from tests.test_api import SPEC
 
 SMALL = {**SPEC, "samples": 20_000}
@@ -137,7 +137,7 @@ def test_overrides_and_key():
     assert b.prior == a.prior and b.seed == SMALL["seed"]
     assert mcflops.sample(SMALL, samples=10_000, key=jax.random.key(6)).prior != a.prior
     for bad in ({"samples": 0}, {"seed": -1}):
-        with pytest.raises(SpecError):
+        with pytest.raises(UsageError, match=rf"^mcflops\.sample\({next(iter(bad))}=\)"):
             mcflops.sample(SMALL, **bad)
 
 
@@ -152,7 +152,7 @@ def test_plan_compare_sensitivity_are_the_cli_json(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == p
     by_seed, by_key = mcflops.plan(f, deadline_days=90, seed=7), mcflops.plan(f, deadline_days=90, key=jax.random.key(7))
     assert by_key == {**by_seed, "seed": 3} and by_seed["gpu_hours"] != p["gpu_hours"]  # the key replaces key(seed)
-    with pytest.raises(SpecError, match="deadline"):
+    with pytest.raises(UsageError, match=r"mcflops\.plan\(deadline_days=\)"):
         mcflops.plan(f, deadline_days=-1)
     c = mcflops.compare(f, g)
     assert cli.main(["compare", str(f), str(g), "--json", "--quiet"]) == 0
@@ -163,7 +163,7 @@ def test_plan_compare_sensitivity_are_the_cli_json(tmp_path, capsys):
     assert cli.main(["sensitivity", str(f), "--sobol-samples", "4096", "--points", "3", "--sweep", "mfu=0.3:0.45",
                      "--json", "--quiet"]) == 0
     assert _untimed(json.loads(capsys.readouterr().out)) == _untimed(s)
-    with pytest.raises(SpecError):
+    with pytest.raises(UsageError, match=r"mcflops\.sensitivity\(output=\)"):
         mcflops.sensitivity(f, output="nonsense")
 
 
@@ -177,7 +177,7 @@ def test_calibrate_small():
     d = mcflops.calibrate(chains=1, draws=50, loo=False)
     assert d["runs"] > 5 and "loo" not in d and d["population"] and d["posterior"]
     json.dumps(d)
-    with pytest.raises(SpecError):
+    with pytest.raises(UsageError, match=r"mcflops\.calibrate\(draws=\)"):
         mcflops.calibrate(draws=10)
 
 

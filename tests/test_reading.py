@@ -118,3 +118,28 @@ def test_a_comparison_folder_is_read_by_the_same_reader(tmp_path):
     (tmp_path / comparison.DATA).symlink_to("/dev/zero")
     with pytest.raises(SpecError, match=r"compare.json: larger than 64 MB: not a compare.json mcflops wrote"):
         comparison.render(tmp_path)
+
+
+def test_a_file_that_is_not_a_prior_file_is_a_read_error_naming_it(tmp_path, capsys):
+    """A Hugging Face config.json and a run folder's summary.json are not prior files: their mistakes are
+    ReadErrors (still SpecErrors, for every handler of bad input) naming that file; the CLI exits 2."""
+    from mcflops.arch import read_config
+    from mcflops.cli.main import main
+    from mcflops.errors import ReadError
+    from mcflops.reading import read_summary
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"model_type": "lama"}')
+    with pytest.raises(ReadError, match=r"unknown model_type 'lama'; did you mean 'llama'\?") as e:
+        read_config(str(cfg))
+    assert isinstance(e.value, SpecError) and str(e.value).startswith(f"{cfg}: ")
+    assert main(["arch", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"mcflops: {e.value}\n", err
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "summary.json").write_text("[1, 2]")
+    with pytest.raises(ReadError, match="expected a JSON object") as e:
+        read_summary(tmp_path / "run")
+    assert e.value.path == str(tmp_path / "run" / "summary.json")
+    with pytest.raises(ReadError, match="not a run folder"):
+        read_summary(tmp_path)

@@ -35,7 +35,7 @@ import numpy as np
 
 from mcflops import engine
 from mcflops.analysis.histpass import quantiles, reduce
-from mcflops.errors import SpecError
+from mcflops.errors import SpecError, UsageError
 from mcflops.model.compute import Model, build_model, evaluate, outputs
 from mcflops.model.copula import apply as apply_copula
 from mcflops.model.samplers import make_sampler
@@ -63,8 +63,8 @@ def same_prior(a, b) -> bool:
     return _bare(a) == _bare(b)
 
 
-def parse_couple(items: Mapping[str, Any] | Sequence[str] | None, field: str = "--couple") -> dict[str, float]:
-    """``["mfu=0.7", ...]`` or ``{"mfu": 0.7}`` -> {input: rank correlation in [-1, 1]}; SpecError on ``field``."""
+def parse_couple(items: Mapping[str, Any] | Sequence[str] | None) -> dict[str, float]:
+    """``["mfu=0.7", ...]`` or ``{"mfu": 0.7}`` -> {input: rank correlation in [-1, 1]}; UsageError on ``couple``."""
     if not items:
         return {}
     pairs = list(items.items()) if isinstance(items, Mapping) else []
@@ -72,15 +72,15 @@ def parse_couple(items: Mapping[str, Any] | Sequence[str] | None, field: str = "
         for it in items:
             name, eq, value = str(it).partition("=")
             if not eq or not name.strip():
-                raise SpecError(f"expected INPUT=RHO (a rank correlation, e.g. mfu=0.7), got {it!r}", field=field)
+                raise UsageError(f"expected INPUT=RHO (a rank correlation, e.g. mfu=0.7), got {it!r}", arg="couple")
             pairs.append((name.strip(), value.strip()))
     out: dict[str, float] = {}
     for name, value in pairs:
         rho = parse_number(value)
         if rho is None or not -1.0 <= rho <= 1.0:
-            raise SpecError(f"{name}: expected a rank correlation between -1 and 1, got {value!r}", field=field)
+            raise UsageError(f"{name}: expected a rank correlation between -1 and 1, got {value!r}", arg="couple")
         if name in out:
-            raise SpecError(f"{name} is coupled twice", field=field)
+            raise UsageError(f"{name} is coupled twice", arg="couple")
         out[str(name)] = float(rho)
     return out
 
@@ -112,12 +112,12 @@ def coupling(spec_a, spec_b, couple: Mapping[str, Any] | Sequence[str] | None = 
         if name in couple:
             if not ua:  # B's own block was checked against B at load
                 state = "absent from" if da is None else "a point value in"
-                at = (dict(path=spec_b.path, line=block[name], field=f"compare.couple.{name}") if name in block
-                      else dict(field="--couple"))
-                raise SpecError(f"{name} is {state} A: only an input uncertain in both files can be coupled", **at)
+                why = f"{name} is {state} A: only an input uncertain in both files can be coupled"
+                raise (SpecError(why, path=spec_b.path, line=block[name], field=f"compare.couple.{name}")
+                       if name in block else UsageError(why, arg="couple"))
             if not ub:
-                raise SpecError(f"{name} is {'absent from' if db is None else 'a point value in'} {tag}: only an input "
-                                "uncertain in both files can be coupled", field="--couple")
+                raise UsageError(f"{name} is {'absent from' if db is None else 'a point value in'} {tag}: only an "
+                                 "input uncertain in both files can be coupled", arg="couple")
             how, rho = COUPLED, couple.pop(name)
             extra = {"by": "compare:" if name in block else "--couple"}
         elif ua and ub and same_prior(da, db):
@@ -129,7 +129,7 @@ def coupling(spec_a, spec_b, couple: Mapping[str, Any] | Sequence[str] | None = 
         rows.append({"name": name, "a": da.describe() if da is not None else None,
                      "b": db.describe() if db is not None else None, "draws": how, "spearman": rho, **extra})
     if couple:
-        raise SpecError(f"{', '.join(couple)}: not an input of either file", field="--couple")
+        raise UsageError(f"{', '.join(couple)}: not an input of either file", arg="couple")
     return rows
 
 
@@ -148,8 +148,8 @@ def _check_ratios(spec_a, spec_b, couple: Mapping[str, float]) -> None:
             raise SpecError(f"{r.name} is relative to {r.relative_to}, but A here is {spec_a.path}: compare "
                             f"{r.relative_to} with this file, or give {r.name} its own prior", **at)
         if r.name in couple:
-            raise SpecError(f"{r.name} is a ratio to A (relative_to:): its draws are A's times the ratio's, so it "
-                            "cannot also be coupled", field="--couple")
+            raise UsageError(f"{r.name} is a ratio to A (relative_to:): its draws are A's times the ratio's, so it "
+                             "cannot also be coupled", arg="couple")
         if r.name in corr:
             raise SpecError(f"{r.name} is a ratio to A (relative_to:) and also in this file's correlations: in "
                             "compare its draws are A's times the ratio's; drop the correlation or the ratio",
@@ -325,10 +325,10 @@ def compare(spec_a, spec_b, *, output: str = "gpu_hours", samples: int | None = 
     ``posterior``: weighted by both files' observations)."""
     for s in (spec_a, spec_b):
         if output not in s.outputs:
-            raise SpecError(f"'{output}' is not an output of this file (outputs: {', '.join(s.outputs)})",
-                            path=s.path, field="--output")
+            raise UsageError(f"'{output}' is not an output of this file (outputs: {', '.join(s.outputs)})",
+                             arg="output", path=s.path)
     if posterior and not (spec_a.observe or spec_b.observe):
-        raise SpecError("--posterior needs an `observe:` block in A or B", path=spec_b.path, field="--posterior")
+        raise UsageError("needs an `observe:` block in A or B", arg="posterior", path=spec_b.path)
     n = spec_a.samples if samples is None else int(samples)
     seed = spec_a.seed if seed is None else int(seed)
     rows = coupling(spec_a, spec_b, couple)

@@ -24,7 +24,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from mcflops.errors import SpecError
+from mcflops.analysis.pilot import PILOT
+from mcflops.errors import SpecError, UsageError
 
 PROBS = (0.05, 0.5, 0.95)
 U_DRAWS = 1 << 16  # draws that give each rung's MFU x goodput quantiles (MCSE of a median ~0.4% of its spread)
@@ -42,7 +43,7 @@ def layout_options(items: Sequence[str] | None) -> dict[str, Any] | None:
         return None
     out: dict[str, Any] = {}
     for item in items:
-        out.update(key_values(item, "--layout"))
+        out.update(key_values(item, "layout"))
     return out
 
 
@@ -85,12 +86,12 @@ def rungs(path: str | Path | Mapping, layout: Mapping[str, Any] | None = None,
         text = ", ".join(f"{k} {v}" for k, v in layout.items())
         node = {"layout": dict(layout), "source": f"mcflops ladder --layout: {text}"}
         out.append({"kind": "layout", "label": f"{KINDS['layout']} {text}",
-                    "spec": _variant(data, base, node, "layout", field="--layout")})
+                    "spec": _variant(data, base, node, "layout", arg="layout")})
     if pilots:
         lay = next((r["spec"] for r in reversed(out) if r["kind"] == "layout"), None)
         if lay is None:
-            raise SpecError("a pilot conditions the layout model: give the production layout with --layout "
-                            "(or an mfu: {layout: ...} prior in the file)", field="--pilot")
+            raise UsageError("a pilot conditions the layout model: give the production layout as well (the "
+                             "layout option, or an mfu: {layout: ...} prior in the file)", **PILOT)
         out.append(_pilot_rung(lay, pilots))
     return out
 
@@ -121,7 +122,7 @@ def _pilot_info(prior) -> dict[str, Any]:
     return {"ess": prior.ess, "draws": DRAWS, "pilots": [dict(c) for c in prior.checks]}
 
 
-def _variant(data: Mapping, base, mfu: Mapping, tag: str, drop_goodput: bool = False, field: str | None = None):
+def _variant(data: Mapping, base, mfu: Mapping, tag: str, drop_goodput: bool = False, arg: str | None = None):
     """The file with its mfu prior replaced (and, for an effective-utilization prior, no goodput of its own)."""
     from mcflops.spec import load_spec
 
@@ -141,9 +142,9 @@ def _variant(data: Mapping, base, mfu: Mapping, tag: str, drop_goodput: bool = F
     try:
         return load_spec(d, path=base.path)
     except SpecError as e:  # name the option that made this rung, not a line of a file that does not hold it
-        if field is None:
+        if arg is None:
             raise
-        raise SpecError(f"{e.field}: {e.message}" if e.field else e.message, field=field) from None
+        raise UsageError(f"{e.field}: {e.message}" if e.field else e.message, arg=arg) from None
 
 
 def ladder(path: str | Path | Mapping, layout: Sequence[str] | Mapping[str, Any] | None = None, *,

@@ -27,7 +27,7 @@ from mcflops import engine
 from mcflops.model.samplers import GRID, ZMAX, to_device
 from mcflops.model.compute import Model, evaluate, outputs
 from mcflops.analysis.shapley import conditional as conditional_map
-from mcflops.analysis.shapley import correlation_matrix, uncertain
+from mcflops.model.copula import z_correlation
 
 SWEEP_SAMPLES = 1 << 16  # draws per grid point (the same draws at every point)
 Z95 = 1.6448536269514722  # Phi^{-1}(0.95): an input's p5 and p95 are z = -/+Z95
@@ -43,9 +43,9 @@ def tornado(model: Model, output: str = "gpu_hours", conditional: bool | None = 
 
     ``conditional`` (default: when the model has correlations) moves the others to their medians given
     the moved input; without correlations both readings are the same numbers."""
-    names = uncertain(model)
+    names = model.uncertain
     cond = model.copula is not None if conditional is None else bool(conditional)
-    S = correlation_matrix(model, names) if cond else np.eye(len(names))
+    S = z_correlation(model, names) if cond else np.eye(len(names))
     rows = 2 * len(names) + 1
     Z = np.zeros((len(names), rows), np.float32)
     for j in range(len(names)):
@@ -119,9 +119,9 @@ def sweep(key: jax.Array, model: Model, name: str, values, output: str = "gpu_ho
     if model.copula is None:
         q, lmean = jax.device_get(_sweep_call(key, model, cvals, name=name, output=output, size=n))
     else:
-        names = uncertain(model)
+        names = model.uncertain
         free = np.array([m != name for m in names])
-        A, B = conditional_map(correlation_matrix(model, names), free)  # z = A[:, j] z_j + B e
+        A, B = conditional_map(z_correlation(model, names), free)  # z = A[:, j] z_j + B e
         zc = jnp.asarray(normal_score(model, name, centred), jnp.float32)
         shift = jnp.asarray(A[:, names.index(name)], jnp.float32)
         plain = dataclasses.replace(model, copula=None)
@@ -162,7 +162,7 @@ def rank_correlations(model: Model, sums, draws: Mapping[str, np.ndarray] | None
         return None
     C = summary.correlation(sums, which)
     j = names.index(output)
-    ins = [n for n in uncertain(model) if inputs is None or n in inputs]
+    ins = [n for n in model.uncertain if inputs is None or n in inputs]
     out: dict[str, Any] = {"pearson_log": {n: float(C[names.index(n), j]) for n in ins}}
     if draws and output in draws:
         out["spearman"] = {n: spearman(draws[n], draws[output]) for n in ins if n in draws}

@@ -9,15 +9,17 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from mcflops.errors import SpecError
+from mcflops.errors import UsageError
 from mcflops.spec.pilots import MEASURES, SIGMA, Pilot
 
 NUMBERS = ("count", *MEASURES, "sigma")
+PILOT = {"arg": "pilots", "flag": "--pilot"}  # how a pilot's mistake names it: ladder(pilots=), the CLI's --pilot
 
 
-def key_values(text: str, flag: str) -> dict[str, Any]:
+def key_values(text: str, arg: str, flag: str | None = None) -> dict[str, Any]:
     """``tp=8,pp=8,recompute=selective,fsdp=true`` as a mapping: whole numbers as int, other numbers as float,
-    true/false as bool, the rest as text (each field is checked where it is used)."""
+    true/false as bool, the rest as text (each field is checked where it is used). ``arg``, ``flag``: the
+    argument (and its command-line flag) a mistake is named by."""
     from mcflops.numbers import parse_number
 
     out: dict[str, Any] = {}
@@ -27,7 +29,7 @@ def key_values(text: str, flag: str) -> dict[str, Any]:
         key, eq, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not eq or not key or not value:
-            raise SpecError(f"expected KEY=VALUE like tp=8, got '{part}'", field=flag)
+            raise UsageError(f"expected KEY=VALUE like tp=8, got '{part}'", arg=arg, flag=flag)
         x = parse_number(value)
         out[key] = (value.lower() == "true" if value.lower() in ("true", "false") else
                     int(x) if x is not None and math.isfinite(x) and x == int(x) else x if x is not None else value)
@@ -38,27 +40,27 @@ def parse_pilot(text: str) -> dict[str, Any]:
     """One ``--pilot`` option: count and one measurement (tflops_per_gpu, tokens_per_s_per_gpu or step_time_s;
     required), sigma, and layout fields for the pilot's layout where it differs from production's (checked when
     the layout is applied), as the ``pilot:`` block's entries are (mcflops.spec.pilots)."""
-    fields = key_values(text, "--pilot")
+    fields = key_values(text, PILOT["arg"], PILOT["flag"])
     if "count" not in fields:
-        raise SpecError(f"missing count= (e.g. count=512,tflops_per_gpu=420), got '{text}'", field="--pilot")
+        raise UsageError(f"missing count= (e.g. count=512,tflops_per_gpu=420), got '{text}'", **PILOT)
     given = [k for k in MEASURES if k in fields]
     if len(given) != 1:
         what = "missing" if not given else f"{' and '.join(given)}: give"
-        raise SpecError(f"{what} one measurement= of {', '.join(MEASURES)} (e.g. count=512,tflops_per_gpu=420), "
-                        f"got '{text}'", field="--pilot")
+        raise UsageError(f"{what} one measurement= of {', '.join(MEASURES)} (e.g. count=512,tflops_per_gpu=420), "
+                         f"got '{text}'", **PILOT)
     for k in NUMBERS:
         if k in fields:
             x = fields[k]
             if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0 or not math.isfinite(x):
-                raise SpecError(f"expected {k}= a number > 0, got {x!r}", field="--pilot")
+                raise UsageError(f"expected {k}= a number > 0, got {x!r}", **PILOT)
     if fields["count"] != int(fields["count"]):
-        raise SpecError(f"expected count= a whole number, got {fields['count']!r}", field="--pilot")
+        raise UsageError(f"expected count= a whole number, got {fields['count']!r}", **PILOT)
     from mcflops.spec.layoutspec import KEYS
 
     unknown = [k for k in fields if k not in (*NUMBERS, *KEYS)]
     if unknown:
-        raise SpecError(f"unknown field {unknown[0]}= (expected count, one of {', '.join(MEASURES)}, sigma and "
-                        f"layout fields: {', '.join(KEYS)})", field="--pilot")
+        raise UsageError(f"unknown field {unknown[0]}= (expected count, one of {', '.join(MEASURES)}, sigma and "
+                         f"layout fields: {', '.join(KEYS)})", **PILOT)
     return {"count": int(fields.pop("count")), given[0]: float(fields.pop(given[0])),
             "sigma": float(fields.pop("sigma", SIGMA)), "layout": fields}
 
@@ -86,7 +88,7 @@ def condition(prior, pilots: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     try:
         res = weigh(prior, [to_pilot(p) for p in pilots])
     except PilotError as e:
-        raise SpecError(e.message if e.index is None or len(pilots) == 1 else f"pilot {e.index + 1}: {e.message}",
-                        field="--pilot") from None
+        raise UsageError(e.message if e.index is None or len(pilots) == 1 else f"pilot {e.index + 1}: {e.message}",
+                        **PILOT) from None
     return {"prior": res, "dist": res.at(), "ess": res.ess, "draws": DRAWS, "pilots": [dict(c) for c in res.checks],
             "source": res.describe()}

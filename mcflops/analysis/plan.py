@@ -34,7 +34,7 @@ import numpy as np
 from mcflops import engine
 from mcflops.analysis import percount
 from mcflops.analysis.histpass import cdf, quantiles, reduce
-from mcflops.errors import SpecError
+from mcflops.errors import SpecError, UsageError
 from mcflops.model.compute import Model, build_model, evaluate
 from mcflops.spec import PlanOptions
 
@@ -79,7 +79,7 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
     lik = None
     if posterior:
         if not spec.observe:
-            raise SpecError("--posterior needs an `observe:` block in the file", path=spec.path, field="--posterior")
+            raise UsageError("needs an `observe:` block in the file", arg="posterior", path=spec.path)
         lik = engine.build_likelihood(spec, model)
     with_price = "price" in spec.priors
     key = engine.seed_key(seed) if key is None else key

@@ -31,7 +31,7 @@ import numpy as np
 from mcflops import engine
 from mcflops.analysis import compare as pair
 from mcflops.analysis.histpass import quantiles, reduce
-from mcflops.errors import SpecError
+from mcflops.errors import UsageError
 
 QUANTITIES = ("gpu_hours", "wall_days", "cost", "energy_mwh")
 TAGS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -74,7 +74,7 @@ def setup(specs: Sequence[Any], couple: Mapping[str, float] | None = None):
         all_rows.append(rows)
     unused = [n for n in given if n not in used]
     if unused:
-        raise SpecError(f"{', '.join(unused)}: not an input of any file", field="--couple")
+        raise UsageError(f"{', '.join(unused)}: not an input of any file", arg="couple")
     return (ma, tuple(others)), tuple(plans), all_rows
 
 
@@ -128,10 +128,9 @@ def scenarios(specs: Sequence[Any], *, samples: int | None = None, seed: int | N
     for ``output`` in ``analysis.compare.compare``'s shape, read from this same pass (the same draws, rows
     and histograms: that function's answer without a second pass)."""
     if len(specs) < 2 or len(specs) > len(TAGS):
-        raise SpecError(f"expected 2 to {len(TAGS)} prior files, got {len(specs)}", field="FILE")
+        raise UsageError(f"expected 2 to {len(TAGS)} prior files, got {len(specs)}", arg="specs", flag="FILE")
     if posterior and not any(s.observe for s in specs):
-        raise SpecError("--posterior needs an `observe:` block in one of the files", path=specs[0].path,
-                        field="--posterior")
+        raise UsageError("needs an `observe:` block in one of the files", arg="posterior", path=specs[0].path)
     a = specs[0]
     n = a.samples if samples is None else int(samples)
     seed = a.seed if seed is None else int(seed)

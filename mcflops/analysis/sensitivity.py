@@ -36,7 +36,7 @@ import numpy as np
 from mcflops import engine
 from mcflops.model.compute import Model, evaluate
 from mcflops.analysis.local import rank_correlations, sweep, tornado
-from mcflops.analysis.shapley import MAX_INPUTS, shapley, shapley_table, uncertain
+from mcflops.analysis.shapley import MAX_INPUTS, shapley, shapley_table
 from mcflops.spec import SOBOL_BASE, SensitivityOptions
 
 SOBOL_BLOCK = 1 << 16  # base draws per keyed block (part of the algorithm: changing it changes the draws)
@@ -131,7 +131,7 @@ def _model_f(model: Model, z: Mapping[str, jax.Array], output: str) -> jax.Array
 def sobol(key: jax.Array, model: Model, output: str = "gpu_hours", n: int = SOBOL_BASE,
           progress: Callable[[int, int], None] | None = None, names: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Sobol indices of the model's output on the log scale (``log``) and the natural one (``linear``)."""
-    names = uncertain(model) if names is None else tuple(names)
+    names = model.uncertain if names is None else tuple(names)
     t0 = time.perf_counter()
     sums = sobol_sums(key, _model_f, model, names, n, static=(output,), progress=progress)
     out: dict[str, Any] = {"names": names, "n": n, "evaluations": n * (len(names) + 2),
@@ -159,7 +159,7 @@ def analyze(key: jax.Array, model: Model, sums, draws: Mapping[str, np.ndarray],
     if prior_part is None:
         prior_part = prior_analysis(key, model, opts, progress=progress)
     out = {**prior_part, "notes": list(prior_part["notes"])}
-    names, sweeps = tuple(n for n in uncertain(model) if n in out["inputs"]), out.pop("sweeps")  # file order
+    names, sweeps = tuple(n for n in model.uncertain if n in out["inputs"]), out.pop("sweeps")  # file order
     corr = {"prior": rank_correlations(model, sums, draws, opts.output, "prior", names)}
     if posterior_draws is not None:
         corr["posterior"] = rank_correlations(model, sums, posterior_draws, opts.output, "post", names)
@@ -206,7 +206,7 @@ def prior_analysis(key: jax.Array, model: Model, opts: SensitivityOptions,
     tor["inputs"] = [b for b in tor["inputs"] if b["input"] in names]
     out: dict[str, Any] = {"output": opts.output, "tornado": tor, "inputs": list(names), "unused": unused,
                            "notes": []}
-    names = tuple(n for n in uncertain(model) if n in names)  # file order
+    names = tuple(n for n in model.uncertain if n in names)  # file order
     out["sobol"] = out["shapley"] = None
     if not names:
         out["notes"].append(f"no uncertain input moves {opts.output}: nothing to attribute")

@@ -42,35 +42,13 @@ import numpy as np
 
 from mcflops import engine
 from mcflops.model.compute import Model, evaluate
+from mcflops.model.copula import z_correlation
 
 SHAPLEY_BLOCK = 1 << 16  # outer draws per keyed block (part of the algorithm: changing it changes the draws)
 SHAPLEY_OUTER = 1 << 16  # default outer draws N_O ...
 SHAPLEY_EVALS = 1 << 22  # ... fewer when N_O 3 (2^d - 1) would exceed this many evaluations
 MAX_INPUTS = 10  # 2^d subsets: beyond this, exact enumeration is too dear
 _ID = engine.SHAPLEY
-
-
-def uncertain(model: Model) -> tuple[str, ...]:
-    """The model's inputs that are not point masses (spec order)."""
-    return tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const")
-
-
-def correlation_matrix(model: Model, names: tuple[str, ...]) -> np.ndarray:
-    """Correlation matrix (float64) of the z's of ``names``: the copula's block, identity elsewhere."""
-    d = len(names)
-    S = np.eye(d)
-    c = getattr(model, "copula", None)
-    if c is None:
-        return S
-    L = np.asarray(c.chol, np.float64)
-    R = L @ L.T
-    sd = np.sqrt(np.diag(R))
-    R = R / np.outer(sd, sd)  # the float32 factor leaves the diagonal 1 +- 1e-7: rescale it exactly
-    for i, a in enumerate(names):
-        for j, b in enumerate(names):
-            if i != j and a in c.names and b in c.names:
-                S[i, j] = R[c.names.index(a), c.names.index(b)]
-    return S
 
 
 def conditional(Sigma: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -209,10 +187,10 @@ def shapley(key: jax.Array, model: Model, output: str = "gpu_hours", n: int | No
             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Shapley effects of the model's output on the log scale (``log``) and the natural one (``linear``),
     under the model's copula (independent inputs without one)."""
-    names = uncertain(model) if names is None else tuple(names)
+    names = model.uncertain if names is None else tuple(names)
     n = default_outer(len(names)) if n is None else int(n)
     t0 = time.perf_counter()
-    Sigma = correlation_matrix(model, names)
+    Sigma = z_correlation(model, names)
     plain = dataclasses.replace(model, copula=None)  # correlations enter through Sigma: one compile either way
     sums = shapley_sums(key, _model_f, plain, names, Sigma, n, static=(output,), progress=progress)
     out: dict[str, Any] = {"names": names, "n": n, "evaluations": n * 3 * ((1 << len(names)) - 1),

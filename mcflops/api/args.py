@@ -1,17 +1,20 @@
-"""The API's keyword arguments checked where they come in, as a prior file's fields are: one SpecError naming
+"""The API's keyword arguments checked where they come in, as a prior file's fields are: one UsageError naming
 the function and the argument (``mcflops.run(samples=): expected a whole number ..., got 1000.5``), never an
 exception from deep inside (pathlib, JAX's key types, numpy) and never a value silently rounded (a seed of
-1.5 recorded as 1). The command line checks its flags itself (argparse), so these name Python arguments."""
+1.5 recorded as 1). The command line hands its flags to these functions and prints the same error with the
+flag's name (:meth:`UsageError.as_flag`), so one check speaks both languages."""
 
 from __future__ import annotations
 
+import functools
 import math
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
-from mcflops.errors import SpecError, kind
+from mcflops.errors import SpecError, UsageError, kind
 from mcflops.spec import Spec, check_samples
+from mcflops.spec.options import flag
 
 NUTS_KEYS = {"chains": 1, "warmup": 1, "draws": 1}  # NUTS's run size, and the least each may be
 
@@ -26,8 +29,8 @@ class Call:
         """How a message names the argument: ``mcflops.run(samples=)``."""
         return f"mcflops.{self.fn}({arg}=)"
 
-    def error(self, arg: str, message: str) -> SpecError:
-        return SpecError(message, field=self.label(arg))
+    def error(self, arg: str, message: str) -> UsageError:
+        return UsageError(message, arg=arg, fn=self.fn, flag=flag(arg))
 
     def spec(self, spec: Any) -> Spec:
         """A Spec, a prior file's path (str or Path) or a mapping (a notebook's dict), loaded."""
@@ -108,3 +111,28 @@ class Call:
                 raise self.error("nuts", f"unknown key {k!r} (expected {', '.join(NUTS_KEYS)})")
             out[k] = self.whole(v, "nuts", NUTS_KEYS[k], 100_000, what=f"{k}: ")
         return out
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def speaking(fn: F) -> F:
+    """An API function whose argument errors, wherever below they are raised, name its own arguments: a
+    UsageError from a lower layer (``couple=: ...``) gets the function (``mcflops.compare(couple=): ...``), and
+    the SpecError of a command-line value checked against the file (``spec.plan_options``, which names the
+    argument by :meth:`Call.label`) becomes the UsageError it is, so the command line can name the flag."""
+    prefix = f"mcflops.{fn.__name__}("
+
+    @functools.wraps(fn)
+    def called(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except UsageError as e:
+            raise (e if e.fn else e.called(fn.__name__)) from None
+        except SpecError as e:
+            if e.line is not None or not (e.field or "").startswith(prefix):
+                raise
+            arg, _, item = e.field[len(prefix):].partition("=)")
+            raise UsageError(e.message, arg=arg, fn=fn.__name__, flag=flag(arg), item=item, path=e.path) from None
+
+    return called  # type: ignore[return-value]

@@ -13,10 +13,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from mcflops import chain
-from mcflops.errors import SpecError
 from mcflops.spec import SensitivityOptions, Spec, check_samples, load_spec, plan_options, sensitivity_options
-from mcflops.api.args import Call
+from mcflops.api.args import Call, speaking
 from mcflops.api.result import Result, jsonable, device_name
+from mcflops.errors import UsageError
 from mcflops.errors import kind as _kind
 
 SpecLike = Spec | str | Path | Mapping
@@ -24,6 +24,7 @@ Progress = Callable[[int, int], None] | None
 Phase = Callable[[str], None] | None  # told the name of each stage of a run as it starts
 
 
+@speaking
 def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, key=None,
         progress: Progress = None, posterior: bool = True, method: str = "auto",
         sensitivity: bool | SensitivityOptions = False, nuts: Mapping[str, int] | None = None,
@@ -147,6 +148,7 @@ def _overridden(call: Call, spec: SpecLike, samples: Any, seed: Any) -> Spec:
     return spec
 
 
+@speaking
 def sample(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, key=None,
            progress: Progress = None) -> Result:
     """The prior predictive only (``mcflops sample``): no posterior, no sensitivity analysis."""
@@ -154,6 +156,7 @@ def sample(spec: SpecLike, *, samples: int | None = None, seed: int | None = Non
                 method="auto", sensitivity=False, nuts=None, phase=None)
 
 
+@speaking
 def plan(spec: SpecLike, *, deadline_days=None, prob=None, gpus=None, budget_hours=None, budget_usd=None,
          posterior: bool = False, samples: int | None = None, seed: int | None = None, key=None,
          progress: Progress = None) -> dict[str, Any]:
@@ -172,6 +175,7 @@ def plan(spec: SpecLike, *, deadline_days=None, prob=None, gpus=None, budget_hou
     return jsonable(plan_mod.plan(spec, opts, posterior=posterior, key=key, progress=progress))
 
 
+@speaking
 def compare(spec_a: SpecLike, spec_b: SpecLike, *more: SpecLike, output: str = "gpu_hours",
             samples: int | None = None, seed: int | None = None, couple: Mapping[str, float] | list[str] | None = None,
             posterior: bool = False, deadline_days: float | str | None = None, prob: float | str | None = None,
@@ -198,7 +202,7 @@ def compare(spec_a: SpecLike, spec_b: SpecLike, *more: SpecLike, output: str = "
     if couple is not None and not isinstance(couple, (Mapping, list, tuple)):
         raise call.error("couple", f"expected a mapping like {{'mfu': 0.7}} or a list like ['mfu=0.7'], "
                                    f"got {_kind(couple)}")
-    couple = compare_mod.parse_couple(couple, field=call.label("couple")) if couple is not None else None
+    couple = compare_mod.parse_couple(couple) if couple is not None else None
     posterior, progress = call.flag(posterior, "posterior"), call.callback(progress, "progress")
     opts = plan_options(a, deadline_days=deadline_days, prob=prob, label=call.label)
     deadline = scen.deadline_of(specs, opts.deadline_days if deadline_days is not None else None,
@@ -214,8 +218,8 @@ def compare(spec_a: SpecLike, spec_b: SpecLike, *more: SpecLike, output: str = "
     else:
         for s in specs:
             if output not in s.outputs:
-                raise SpecError(f"'{output}' is not an output of this file (outputs: {', '.join(s.outputs)})",
-                                path=s.path, field="--output")
+                raise UsageError(f"'{output}' is not an output of this file (outputs: {', '.join(s.outputs)})",
+                                 arg="output", path=s.path)
         out = {"output": output, "seed": a.seed, "samples": a.samples,
                "distribution": "posterior" if posterior else "prior"}
     sc = scen.scenarios(specs, couple=couple, posterior=posterior, output=output, deadline=deadline, key=key,
@@ -230,6 +234,7 @@ def compare(spec_a: SpecLike, spec_b: SpecLike, *more: SpecLike, output: str = "
     return jsonable(out)
 
 
+@speaking
 def sensitivity(spec: SpecLike, *, output: str | None = None, sweeps: list[str] | None = None,
                 points: int | None = None, sobol_samples: int | None = None, samples: int | None = None,
                 seed: int | None = None, key=None, progress: Progress = None) -> dict[str, Any]:
@@ -247,6 +252,7 @@ def sensitivity(spec: SpecLike, *, output: str | None = None, sweeps: list[str] 
     return jsonable({"name": spec.name, "seed": res.seed, "samples": res.samples, **res.sensitivity})
 
 
+@speaking
 def calibrate(*, chains: int = 4, draws: int = 300, seed: int = 0, key=None, loo: bool = True,
               select: bool = False) -> dict[str, Any]:
     """``mcflops calibrate``: the fit of effective utilization (MFU x goodput) to the published runs that ship
@@ -268,6 +274,7 @@ def calibrate(*, chains: int = 4, draws: int = 300, seed: int = 0, key=None, loo
     return jsonable(res.data)
 
 
+@speaking
 def write(kind: str, data: Mapping[str, Any], out: str | Path) -> None:
     """Write what ``mcflops KIND --out OUT`` writes from the dict :func:`plan`, :func:`compare`,
     :func:`sensitivity` or :func:`calibrate` returned (``kind``: their name): the JSON file and its figures."""

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from mcflops.api.args import Call
+from mcflops.api.args import Call, speaking
 from mcflops.api.result import jsonable
-from mcflops.errors import SpecError, kind
+from mcflops.errors import kind
 
 
+@speaking
 def ladder(spec: str | Path | Mapping, *, layout: Sequence[str] | Mapping[str, Any] | None = None,
            pilots: Sequence[str | Mapping[str, Any]] = (), samples: int | None = None, seed: int | None = None,
            key=None, progress=None) -> dict[str, Any]:
@@ -35,10 +36,10 @@ def ladder(spec: str | Path | Mapping, *, layout: Sequence[str] | Mapping[str, A
         if isinstance(layout, str) or not all(isinstance(x, str) for x in layout):
             raise call.error("layout", f"expected a mapping like {{'tp': 8, 'pp': 8, 'global_batch': 2048}} or a list "
                                        f"like ['tp=8,pp=8,global_batch=2048'], got {kind(layout)}")
-        layout = _relabel(call, "layout", ladder_mod.layout_options, list(layout))
+        layout = ladder_mod.layout_options(list(layout))
     if isinstance(pilots, (str, Mapping)) or not all(isinstance(p, (str, Mapping)) for p in pilots):
         raise call.error("pilots", f"expected a list of pilots like ['count=512,tflops_per_gpu=420'], got {kind(pilots)}")
-    parsed = [_relabel(call, "pilots", parse_pilot, p if isinstance(p, str) else _text(p)) for p in pilots]
+    parsed = [parse_pilot(p if isinstance(p, str) else _text(p)) for p in pilots]
     progress = call.callback(progress, "progress")
     engine.setup()
     key = call.key(key)
@@ -51,12 +52,3 @@ def _text(p: Mapping[str, Any]) -> str:
     fields = {k: v for k, v in p.items() if k != "layout"} | dict(p.get("layout") or {})
     return ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in fields.items())
 
-
-def _relabel(call: Call, arg: str, parse, value):
-    """``parse(value)``, its error naming the API's argument instead of the CLI's flag."""
-    try:
-        return parse(value)
-    except SpecError as e:
-        if e.path is None and e.field in ("--layout", "--pilot"):
-            raise call.error(arg, e.message) from None
-        raise

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mcflops import reading
-from mcflops.errors import SpecError, closest
+from mcflops.errors import ReadError, SpecError, closest
 
 # Fields every supported family has: key -> config field.
 _COMMON = {"layers": "num_hidden_layers", "d_model": "hidden_size", "heads": "num_attention_heads",
@@ -53,17 +53,17 @@ CONFIG_BYTES = 1 << 22  # a config.json is a few KB; the cap is read before anyt
 def from_config(cfg: Mapping[str, Any], path: str) -> dict[str, Any]:
     """The Shape keys a config states (no ``seq_len``). ``path`` names the file in messages."""
     if not isinstance(cfg, Mapping):
-        raise SpecError("expected a JSON object (a Hugging Face config.json)", path=path)
+        raise ReadError("expected a JSON object (a Hugging Face config.json)", path=path)
     cfg = cfg.get("text_config") or cfg  # a multimodal wrapper keeps the language model's fields here
     mt = cfg.get("model_type")
     if mt not in FAMILIES:
-        raise SpecError(f"unknown model_type '{mt}'{closest(mt, FAMILIES)} (expected one of: {', '.join(FAMILIES)})",
+        raise ReadError(f"unknown model_type '{mt}'{closest(mt, FAMILIES)} (expected one of: {', '.join(FAMILIES)})",
                         path=path, field="model_type")
     required, optional, tied = FAMILIES[mt]
     out: dict[str, Any] = {"tied_embeddings": tied}
     for key, name in {**_COMMON, **required}.items():
         if cfg.get(name) is None:
-            raise SpecError(f"missing '{name}' (a {mt} config.json gives it: the architecture's {key})",
+            raise ReadError(f"missing '{name}' (a {mt} config.json gives it: the architecture's {key})",
                             path=path, field=name)
         out[key] = _value(cfg, name, path)
     for key, name in {**_OPTIONAL, **optional}.items():
@@ -73,7 +73,7 @@ def from_config(cfg: Mapping[str, Any], path: str) -> dict[str, Any]:
         # one shared expert of its own width: counted as that many experts of moe_ffn
         width, moe = _value(cfg, "shared_expert_intermediate_size", path), out["moe_ffn"]
         if width % moe:
-            raise SpecError(f"expected shared_expert_intermediate_size a multiple of moe_intermediate_size ({moe}), "
+            raise ReadError(f"expected shared_expert_intermediate_size a multiple of moe_intermediate_size ({moe}), "
                             f"got {width}", path=path, field="shared_expert_intermediate_size")
         out["shared_experts"] = width // moe
     _consistent(out, {**_COMMON, **required, **_OPTIONAL, **optional}, path)
@@ -90,16 +90,16 @@ def _consistent(out: Mapping[str, Any], names: Mapping[str, str], path: str) -> 
     """Refuse a config whose values cannot describe a model, naming the config's own field."""
     for key in _POSITIVE:
         if out.get(key) == 0:
-            raise SpecError(f"expected a positive integer (the architecture's {key}), got 0", path=path,
+            raise ReadError(f"expected a positive integer (the architecture's {key}), got 0", path=path,
                             field=names[key])
     if "experts" in out and out.get("experts_active", 0) > out["experts"]:
-        raise SpecError(f"expected at most {names['experts']} = {out['experts']} experts per token, got "
+        raise ReadError(f"expected at most {names['experts']} = {out['experts']} experts per token, got "
                         f"{out['experts_active']}", path=path, field=names["experts_active"])
     if out.get("dense_layers", 0) > out["layers"]:
-        raise SpecError(f"expected at most {names['layers']} = {out['layers']} dense layers, got "
+        raise ReadError(f"expected at most {names['layers']} = {out['layers']} dense layers, got "
                         f"{out['dense_layers']}", path=path, field=names["dense_layers"])
     if out.get("kv_heads") and out["heads"] % out["kv_heads"]:
-        raise SpecError(f"{names['heads']} = {out['heads']} does not split into groups of {names['kv_heads']} = "
+        raise ReadError(f"{names['heads']} = {out['heads']} does not split into groups of {names['kv_heads']} = "
                         f"{out['kv_heads']} key-value heads", path=path, field=names["kv_heads"])
 
 
@@ -107,10 +107,10 @@ def _value(cfg: Mapping, name: str, path: str):
     x = cfg[name]
     if name == "tie_word_embeddings":
         if not isinstance(x, bool):
-            raise SpecError(f"expected true or false, got {x!r}", path=path, field=name)
+            raise ReadError(f"expected true or false, got {x!r}", path=path, field=name)
         return x
     if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-        raise SpecError(f"expected a non-negative integer, got {x!r}", path=path, field=name)
+        raise ReadError(f"expected a non-negative integer, got {x!r}", path=path, field=name)
     return x
 
 

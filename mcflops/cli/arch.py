@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from mcflops.errors import SpecError
+from mcflops.errors import SpecError, UsageError
 from mcflops.numbers import format_number as f
 
 DEFAULT_SEQ_LEN = 4096
@@ -30,7 +30,7 @@ def command(args) -> int:
     from mcflops.arch import Shape, counts, read_config
 
     if args.seq_len is not None and args.seq_len < 1:
-        raise SpecError(f"expected a positive integer, got {args.seq_len}", field="--seq-len")
+        raise UsageError(f"expected a positive integer, got {args.seq_len}", arg="seq_len")
     if str(args.file).endswith(".json"):
         keys = read_config(args.file)
         keys["seq_len"] = args.seq_len or DEFAULT_SEQ_LEN

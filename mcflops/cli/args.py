@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import re
 
 from mcflops.cli import arch, ladder, watch
-from mcflops.errors import SpecError
-from mcflops.spec.options import flag
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -17,15 +14,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse's own errors: one line, exit 2
         self.exit(EXIT_BAD_INPUT, f"mcflops: {message} (see mcflops {self.prog.split()[-1]} --help)\n"
                   if " " in self.prog else f"mcflops: {message} (see mcflops --help)\n")
-
-
-def as_flag(err: SpecError) -> SpecError:
-    """An API argument's error as the command line's: the commands hand their flags to mcflops.api, whose
-    checks name a Python argument (``mcflops.plan(deadline_days=)``); here that is ``--deadline-days``."""
-    m = re.fullmatch(r"mcflops\.\w+\((\w+)=\)", err.field or "")
-    if not m:
-        return err
-    return SpecError(err.message, path=err.path, line=err.line, field=flag(m.group(1)))
 
 
 def _positive_int(text: str) -> int:

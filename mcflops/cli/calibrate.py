@@ -12,7 +12,7 @@ from typing import Any
 from mcflops import output
 from mcflops.output import figures
 from mcflops.cli.session import primary, setup_jax
-from mcflops.errors import SpecError
+from mcflops.errors import SpecError, UsageError
 from mcflops.numbers import format_number as fmt
 
 class Phases:
@@ -58,8 +58,10 @@ class Phases:
 
 
 def command(args) -> int:
-    if args.chains < 1 or args.draws < 50:
-        raise SpecError("expected --chains >= 1 and --draws >= 50", field="--draws")
+    if args.chains < 1:
+        raise UsageError(f"expected a number of chains >= 1, got {args.chains}", arg="chains")
+    if args.draws < 50:
+        raise UsageError(f"expected a number of draws >= 50, got {args.draws}", arg="draws")
     if getattr(args, "layout", False):
         return layout_command(args)
     args.out = args.out or "reports/calibration"

@@ -19,11 +19,11 @@ def command(args) -> int:
 
 def compute(args, bar) -> dict[str, Any]:
     from mcflops import api
-    from mcflops.errors import SpecError
+    from mcflops.errors import UsageError
 
     if len(args.files) < 2:
-        raise SpecError(f"expected two or more prior files (A, then the scenarios compared with it), got one: "
-                        f"{args.files[0]}", field="FILE")
+        raise UsageError(f"expected two or more prior files (A, then the scenarios compared with it), got one: "
+                         f"{args.files[0]}", arg="files", flag="FILE")
     return api.compare(*args.files, output=args.output, samples=args.samples, seed=args.seed, couple=args.couple,
                        posterior=args.posterior, deadline_days=args.deadline_days, prob=args.prob, progress=bar)
 

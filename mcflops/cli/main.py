@@ -1,5 +1,5 @@
 """mcflops command line: parse the arguments, hand them to the command's module, and turn the ways a
-command can stop early into one line and an exit code: bad input (SpecError, exit 2), another run
+command can stop early into one line and an exit code: bad input (SpecError, a flag's UsageError, exit 2), another run
 writing the same folder (exit 2), and SIGINT or SIGTERM (exit 130 or 143, saying what was written)."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from mcflops import output
 from mcflops.cli import signals
-from mcflops.cli.args import EXIT_BAD_INPUT, as_flag, build_parser
+from mcflops.cli.args import EXIT_BAD_INPUT, build_parser
 from mcflops.cli.session import Session
-from mcflops.errors import SpecError
+from mcflops.errors import SpecError, UsageError
 from mcflops import diskcache
 
 # command -> the module of mcflops.cli that runs it (its ``command(args)``), imported when used:
@@ -35,7 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             signals.check_interrupt()  # arrived after the last stage: still not a clean exit
             return rc
         except SpecError as e:
-            print(f"mcflops: {as_flag(e)}", file=sys.stderr)
+            print(f"mcflops: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except UsageError as e:  # an argument the commands handed to mcflops.api: named by its flag here
+            print(f"mcflops: {e.as_flag()}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except KeyboardInterrupt as e:
             signum = getattr(e, "signum", None) or signals.received() or signal.SIGINT

@@ -63,11 +63,11 @@ def plain(d: dict[str, Any]) -> dict[str, Any]:
 
 def samples(n):
     """--samples of plan and compare, held to the bounds of a prior file's samples (api.run checks its own)."""
-    from mcflops.errors import SpecError
+    from mcflops.errors import UsageError
     from mcflops.spec import check_samples
 
     if n is not None:
-        check_samples(n, lambda m, *a: SpecError(m, field="--samples"))
+        check_samples(n, lambda m, *a: UsageError(m, arg="samples"))
     return n
 
 

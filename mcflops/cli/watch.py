@@ -154,13 +154,13 @@ def run_once(args, out_of: Callable[[Any], Path], show: Callable[[str], None] = 
 
 def command(args, after: Callable[[Any], bool] | None = None) -> int:
     from mcflops.cli.session import setup_jax
-    from mcflops.errors import SpecError
+    from mcflops.errors import SpecError, UsageError
 
     path = Path(args.file)
     if not path.is_file():
         raise SpecError("no such file", path=str(path))
     if not 0 < args.poll <= 60:  # written so that a NaN (float("nan") parses) is refused too
-        raise SpecError(f"expected a number of seconds in (0, 60], got {args.poll:g}", field="--poll")
+        raise UsageError(f"expected a number of seconds in (0, 60], got {args.poll:g}", arg="poll")
     setup_jax()
 
     def out_of(spec) -> Path:

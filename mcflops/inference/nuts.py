@@ -67,7 +67,7 @@ def _split(model: Model, lik: Likelihood):
     """Observations handled by truncating an input's z, and the rest (a sub-Likelihood, or None)."""
     trunc: dict[str, tuple[float | None, float | None]] = {}
     keep = []
-    uncertain = {n for n, s in zip(model.inputs, model.samplers) if s.kind != "const"}
+    uncertain = set(model.uncertain)
     correlated = set(model.copula.names) if getattr(model, "copula", None) is not None else set()
     for i, (name, kind) in enumerate(zip(lik.names, lik.kinds)):
         if kind == "between" and name in uncertain and name not in correlated:
@@ -200,7 +200,7 @@ def run_nuts(key: jax.Array, model: Model, lik: Likelihood, *, chains: int = 4, 
     t0 = time.perf_counter()
     trunc, rest = _split(model, lik)
     truncated = tuple(sorted(trunc))
-    names = tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const")
+    names = model.uncertain
     bounds = {n: jnp.asarray([-ZBOUND if lo is None else max(lo, -ZBOUND), ZBOUND if hi is None else min(hi, ZBOUND)],
                              jnp.float32) for n, (lo, hi) in trunc.items()}
     run = _driver(model, rest, bounds, names, truncated, chains, warmup, draws)

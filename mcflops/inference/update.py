@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from mcflops.errors import SpecError
+from mcflops.errors import UsageError
 from mcflops.inference import crosscheck, psis
 from mcflops.inference.conflicts import conflicts, no_draw_error
 from mcflops.inference.edges import edge_piles, edge_reason, observed_distance
@@ -54,7 +54,7 @@ def posterior(key, spec, model, sums, lik, *, method: str = "auto", sampler: Cal
     not installed. ``warmup``, ``draws``, ``chains``: NUTS's run size.
     """
     if method not in METHODS:
-        raise SpecError(f"expected --method auto, is or nuts, got '{method}'", field="--method")
+        raise UsageError(f"expected one of {', '.join(map(repr, METHODS))}, got {method!r}", arg="method")
     centers = model.centers
     if sums.post is None or not np.isfinite(sums.log_max) or float(sums.post["s0"]) <= 0:
         raise no_draw_error(spec, centers, sums, lik)

@@ -30,6 +30,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from mcflops.hostrng import generator
 from mcflops.layout.memory import Memory, memory
 from mcflops.layout.model import FACTORS, PARAMS, Layout, Terms, factors, problem, terms
 from mcflops.layout.unstated import combinations
@@ -43,7 +44,7 @@ _SEED = 20240723  # fixed: a file's table is a function of the file
 
 @lru_cache(maxsize=4)
 def _unit(n_params: int, n: int) -> np.ndarray:
-    rng = np.random.Generator(np.random.PCG64(_SEED))
+    rng = generator(_SEED)
     strata = np.stack([rng.permutation(n) for _ in range(n_params)], axis=1)
     return (strata + rng.random((n, n_params))) / n
 
@@ -51,14 +52,14 @@ def _unit(n_params: int, n: int) -> np.ndarray:
 @lru_cache(maxsize=4)
 def _bits(k: int, n: int) -> np.ndarray:
     """k balanced Bernoulli(1/2) columns over n draws: each exactly half on, independently permuted."""
-    rng = np.random.Generator(np.random.PCG64(_SEED + 1))
+    rng = generator(_SEED + 1)
     return np.stack([rng.permutation(np.arange(n) < n // 2) for _ in range(k)], axis=1)
 
 
 @lru_cache(maxsize=8)
 def _choice(k: int, n: int) -> np.ndarray:
     """Which of k settings each of n draws takes: each n // k or n // k + 1 times, in a fixed random order."""
-    rng = np.random.Generator(np.random.PCG64(_SEED + 2))
+    rng = generator(_SEED + 2)
     return rng.permutation(np.arange(n) % k)
 
 

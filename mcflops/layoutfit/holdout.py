@@ -37,6 +37,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from mcflops.hostrng import generator
 from mcflops.layoutfit import fit as lf
 
 SCALE_CUT = 1024  # accelerators: the rows above it are the held-out largest scales
@@ -111,7 +112,7 @@ def folds(rs: Sequence[lf.Row], kinds: Sequence[str] = KINDS) -> list[Fold]:
 def predict(f: lf.Fit, r: lf.Row, seed: int = 0) -> tuple[float, float, float]:
     """(p5, p50, p95) of row ``r``'s measured MFU under fit ``f``'s posterior predictive."""
     m = lf.row_draws(f, r)
-    eps = np.random.default_rng(seed).standard_t(lf.DF, (NOISE_REPS, m.size))
+    eps = generator(seed).standard_t(lf.DF, (NOISE_REPS, m.size))
     log_y = np.log(m)[None, :] + f.samples["sigma_obs"][None, :] * r.noise * eps
     q = np.exp(np.quantile(log_y, QUANTILES))
     return float(q[0]), float(q[1]), float(q[2])

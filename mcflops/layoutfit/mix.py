@@ -24,6 +24,7 @@ from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
+from mcflops.hostrng import generator
 from mcflops.layout import CLASS_PARAM, OVERLAP_FLAGS, communication_time, overlap_defaults
 
 CLASSES = ("tp", "cp", "dp_fwd", "dp_bwd", "pp")  # no benchmark row has experts: ep stays out of the fit
@@ -48,7 +49,7 @@ def setting_index(unknown: Sequence[str], n: int, modes: int = 1) -> np.ndarray:
     flags (each on with probability 1/2), as the index mode x 2^u + setting (:func:`settings`' order). Each flag's
     and the mode's draws come from one fixed stream whatever the row, so two rows that leave the same fields out
     get the same component in each draw (two runs of one series share their software)."""
-    u = np.random.default_rng(FLAG_SEED).random((n, len(OVERLAP_FLAGS) + 1))
+    u = generator(FLAG_SEED).random((n, len(OVERLAP_FLAGS) + 1))
     out = np.minimum((u[:, -1] * modes).astype(np.int64), modes - 1) << len(unknown)
     for j, k in enumerate(unknown):
         out |= (u[:, OVERLAP_FLAGS.index(k)] < 0.5).astype(np.int64) << j

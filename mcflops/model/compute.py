@@ -33,6 +33,12 @@ class Model:
     def sampler(self, name: str) -> Sampler:
         return self.samplers[self.inputs.index(name)]
 
+    @property
+    def uncertain(self) -> tuple[str, ...]:
+        """The inputs drawn from a distribution (the spec's ``uncertain``, its point masses left out), in spec
+        order: the first of the quantities the engine tracks."""
+        return self.names[: len(self.names) - len(self.outputs)]
+
 
 jax.tree_util.register_dataclass(
     Model, data_fields=["samplers", "attn_alpha", "copula", "centers"],  # centres: leaves, unused in the kernel
@@ -46,9 +52,8 @@ def build_model(spec: Spec) -> Model:
     c = {n: s.center for n, s in zip(inputs, samplers)}
     alpha = chain.params_share(spec.flops, spec.architecture, c.get("params"))
     c.update(chain.log_centres(spec.flops, spec.architecture, c, spec.hardware.count))
-    uncertain = tuple(n for n, s in zip(inputs, samplers) if s.kind != "const")
     return Model(inputs, samplers, spec.outputs, to_device(alpha, np.float32), c, spec.flops,
-                 uncertain + spec.outputs, copula=copula_from_spec(spec))
+                 spec.uncertain + spec.outputs, copula=copula_from_spec(spec))  # a point mass: a "const" sampler
 
 
 def outputs(model: Model, d: Mapping[str, jax.Array]) -> dict[str, jax.Array]:

@@ -60,6 +60,25 @@ def apply(model, z: dict) -> dict:
     return {**z, **{n: zc[i] for i, n in enumerate(c.names)}}
 
 
+def z_correlation(model, names: tuple[str, ...]) -> np.ndarray:
+    """The correlation matrix (float64) of the z's of ``names`` as the model draws them: the file's matrix
+    (``spec.correlation_matrix``) on the copula's inputs, read back from the compiled factor, and the identity
+    elsewhere (the analyses that condition on some inputs need it over theirs, in their order)."""
+    S = np.eye(len(names))
+    c = getattr(model, "copula", None)
+    if c is None:
+        return S
+    L = np.asarray(c.chol, np.float64)
+    R = L @ L.T
+    sd = np.sqrt(np.diag(R))
+    R = R / np.outer(sd, sd)  # the float32 factor leaves the diagonal 1 +- 1e-7: rescale it exactly
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            if i != j and a in c.names and b in c.names:
+                S[i, j] = R[c.names.index(a), c.names.index(b)]
+    return S
+
+
 def spearman(rho: float) -> float:
     """Rank correlation of a Gaussian copula with normal-score correlation rho (Kruskal 1958)."""
     return 6.0 / math.pi * math.asin(rho / 2.0)

@@ -38,7 +38,7 @@ def correlations_block(where: Fields, data: Mapping, spec: Spec) -> tuple[Correl
     if not isinstance(node, list):
         raise where.error("expected a list of {between: [input, input], rho: r}", data, "correlations",
                           "correlations")
-    uncertain = [n for n, d in spec.priors.items() if d.family != "point"]
+    uncertain = spec.uncertain
     pairs: list[Correlation] = []
     seen: set[frozenset] = set()
     for i, e in enumerate(node):

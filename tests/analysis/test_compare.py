@@ -15,7 +15,7 @@ from scipy import integrate, optimize, stats
 
 import mcflops
 from mcflops.analysis import compare as compare_mod
-from mcflops.errors import SpecError
+from mcflops.errors import SpecError, UsageError
 from mcflops.spec import resolved_dict
 
 K = 4.0
@@ -211,9 +211,9 @@ def test_posterior_weights_both_files_by_their_observations():
     assert c["ratio"]["min"] == pytest.approx(want, rel=1e-5) and c["ratio"]["max"] == pytest.approx(want, rel=1e-5)
     assert c["b"]["p50"] == pytest.approx(c["a"]["p50"] * want, rel=2e-3)
     assert abs(math.log(c["a"]["p50"] / 5e5)) < abs(math.log(prior["a"]["p50"] / 5e5))  # pulled to the figure
-    with pytest.raises(SpecError, match="observe") as e:
+    with pytest.raises(UsageError, match="observe") as e:
         compare_mod.compare(sb, sb, posterior=True)
-    assert e.value.field == "--posterior"
+    assert (e.value.arg, e.value.flag, e.value.path) == ("posterior", "--posterior", sb.path)
 
 
 @pytest.mark.parametrize("couple, words", [
@@ -222,9 +222,9 @@ def test_posterior_weights_both_files_by_their_observations():
 ])
 def test_bad_couplings(couple, words):
     sa, sb = mcflops.load_spec(A), mcflops.load_spec(B)
-    with pytest.raises(SpecError, match=words) as e:
+    with pytest.raises(UsageError, match=words) as e:
         compare_mod.compare(sa, sb, couple=couple, samples=2000)
-    assert e.value.field == "--couple"
+    assert (e.value.arg, e.value.flag) == ("couple", "--couple")
 
 
 def _cli(args, capsys):

@@ -179,7 +179,7 @@ def test_a_pilot_at_production_returns_its_measurement():
 @pytest.mark.parametrize("bad, flag, says", [
     (["--layout", "tp8"], "--layout", "expected KEY=VALUE"),
     (["--layout", "tp=8,pp=8"], "--layout", "missing global_batch"),
-    (["--pilot", PILOT], "--pilot", "give the production layout with --layout"),
+    (["--pilot", PILOT], "--pilot", "give the production layout as well"),
     (["--layout", LAYOUT, "--pilot", "count=512"], "--pilot", "missing one measurement="),
     (["--layout", LAYOUT, "--pilot", f"{PILOT},tq=8"], "--pilot", "unknown field tq="),
     (["--layout", LAYOUT, "--pilot", "count=512,tflops_per_gpu=1200"], "--pilot", "of the accelerator's dense peak"),
@@ -235,8 +235,8 @@ def test_the_api_returns_what_the_command_prints(capsys):
     ({"samples": 10}, "mcflops.ladder(samples=): expected at least 1000")])
 def test_the_api_names_its_arguments(kw, says):
     from mcflops import api
-    from mcflops.errors import SpecError
+    from mcflops.errors import UsageError
 
-    with pytest.raises(SpecError) as e:
+    with pytest.raises(UsageError) as e:
         api.ladder(str(FILE), **kw)
     assert says in str(e.value), str(e.value)

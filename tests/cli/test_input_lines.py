@@ -113,7 +113,7 @@ def test_report_on_a_summary_mcflops_did_not_write(summary, expect, report, tmp_
 
 @pytest.mark.parametrize("seed", [2**63, 2**64, -1])
 def test_a_seed_jax_cannot_take_is_refused(seed, capsys):
-    with pytest.raises(mcflops.SpecError, match="seed from 0 to 2"):
+    with pytest.raises(mcflops.UsageError, match=r"^mcflops\.sample\(seed=\): expected a seed from 0 to 2"):
         mcflops.sample(OK, seed=seed)
     if seed >= 0:
         rc = None

@@ -144,3 +144,20 @@ def test_copula_key_structure_common_random_numbers(key):
     np.testing.assert_array_equal(a["tokens"], b["tokens"])
     np.testing.assert_array_equal(a["mfu"], b["mfu"])  # first in the Cholesky order: z unchanged
     assert not np.array_equal(a["goodput"], b["goodput"])
+
+
+def test_the_models_z_correlation_is_the_files_matrix_and_the_uncertain_inputs_the_specs():
+    """z_correlation reads the file's matrix back from the float32 Cholesky factor: against the matrix the
+    spec builds from its pairs (NumPy, float64) to a few float32 roundings (|R| <= 1, 4 inputs: 1e-6), the
+    identity for an input outside the copula, in the order asked; the model's uncertain inputs are the spec's."""
+    spec = mcflops.load_spec(SPEC)
+    m = model_mod.build_model(spec)
+    names, R = mcflops.spec.correlation_matrix(spec.priors, spec.correlations)
+    assert np.abs(copula.z_correlation(m, names) - R).max() < 1e-6
+    assert copula.z_correlation(m, names)[names.index("mfu"), names.index("goodput")] == pytest.approx(0.6, abs=1e-6)
+    back = ("price", "goodput", "tokens")  # a subset, in another order: the same entries
+    S = copula.z_correlation(m, back)
+    assert S[0, 2] == pytest.approx(R[names.index("price"), names.index("tokens")], abs=1e-6) and S[0, 1] == 0.0
+    assert m.uncertain == spec.uncertain == ("tokens", "mfu", "goodput", "price")  # params is a point mass
+    plain = model_mod.build_model(mcflops.load_spec({k: v for k, v in SPEC.items() if k != "correlations"}))
+    assert np.array_equal(copula.z_correlation(plain, names), np.eye(4))
