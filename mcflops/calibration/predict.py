@@ -35,7 +35,8 @@ def log_u_params(fit: Fit, i: int, most: int = 1000) -> tuple[np.ndarray, ...]:
     acc = runs.acc_index(fit.config.acc_group)
     if not np.any(seen & (acc == acc[i])):
         peak = float(np.clip(peak, peaks[seen].min(), peaks[seen].max()))
-    x = calibrated.covariates(fit.config.covariates, runs.params[i], peak, runs.moe[i])
+    x = calibrated.covariates(fit.config.covariates, runs.params[i], peak, runs.moe[i],
+                              None if runs.tokens is None else runs.tokens[i], runs.years[i])
     mean = d["alpha"] + d["beta"] @ x
     if "a_org" in d:
         mean = mean + d["a_org"][:, ix["org"][i]]

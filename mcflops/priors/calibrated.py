@@ -38,7 +38,10 @@ PREDECESSOR = {"blackwell": "hopper", "hopper": "ampere", "ampere": "volta", "tp
 # Covariates of logit(u), with fixed (not data-dependent) centring so that every fit uses one scale.
 PARAMS_REF = 1e10  # log10(N / 1e10): 0 at 10B parameters (active parameters for MoE)
 PEAK_REF = 312e12  # log2(peak / 312 TFLOP/s): 0 at the A100, 1.66 at the H100
-COVARIATES = ("log10_params", "log2_peak", "log10_params_x_log2_peak", "moe")
+# log10(D / (20 N)): 0 at 20 tokens per parameter, the compute-optimal ratio (Hoffmann et al. 2022, Table 3)
+TOKENS_PER_PARAM_REF = 20.0
+YEAR_REF = 2023.0  # years since January 2023: the drift with the date of the run (0 at 2023-01)
+COVARIATES = ("log10_params", "log2_peak", "log10_params_x_log2_peak", "moe", "log10_tokens_per_param", "years")
 FIT_SCHEMA = "calibration_fit_v1"
 FIT_FILE = "calibration_fit.json"
 LABEL = "MFU x goodput (effective utilization)"  # what the calibrated prior is, wherever it is shown
@@ -67,18 +70,31 @@ def peak16(acc_id: str) -> float:
     return acc.peak("bf16") if "bf16" in acc.precisions else acc.peak("fp16")
 
 
-def covariates(names, params, peak, moe) -> np.ndarray:
-    """Covariate vector(s) of logit(u) (broadcasts over arrays of params, peak, moe)."""
+def years_since_ref(month: str) -> float:
+    """A "YYYY-MM" month as years since YEAR_REF (2023-01 -> 0.0, 2024-07 -> 1.5)."""
+    return int(month[:4]) + (int(month[5:7]) - 1) / 12.0 - YEAR_REF
+
+
+def covariates(names, params, peak, moe, tokens=None, years=None) -> np.ndarray:
+    """Covariate vector(s) of logit(u) (broadcasts over arrays of params, peak, moe, tokens, years).
+    ``tokens`` and ``years`` are needed only by the covariates that read them."""
     xn = np.log10(np.asarray(params, float) / PARAMS_REF)
     xp = np.log2(np.asarray(peak, float) / PEAK_REF)
-    cols = {"log10_params": xn, "log2_peak": xp, "log10_params_x_log2_peak": xn * xp,
-            "moe": np.asarray(moe, float) * np.ones_like(xn)}
+    one = np.ones_like(xn)
+    cols = {"log10_params": lambda: xn, "log2_peak": lambda: xp, "log10_params_x_log2_peak": lambda: xn * xp,
+            "moe": lambda: np.asarray(moe, float) * one,
+            "log10_tokens_per_param": lambda: np.log10(np.asarray(tokens, float) / (TOKENS_PER_PARAM_REF
+                                                                                     * np.asarray(params, float))),
+            "years": lambda: np.asarray(years, float) * one}
     unknown = [n for n in names if n not in cols]
     if unknown:
         raise ValueError(f"unknown covariate {unknown[0]} (known: {', '.join(cols)})")
+    need = [n for n, v in (("log10_tokens_per_param", tokens), ("years", years)) if n in names and v is None]
+    if need:
+        raise ValueError(f"covariate {need[0]} needs {'years' if need[0] == 'years' else 'tokens'}")
     if not names:  # an intercept-only structure: a (..., 0) design
         return np.zeros(np.shape(xn) + (0,))
-    return np.stack([cols[n] for n in names], axis=-1)
+    return np.stack(np.broadcast_arrays(xn, *(cols[n]() for n in names))[1:], axis=-1)
 
 
 def _std_cdf_pdf(z, df):
