@@ -44,7 +44,8 @@ def export(fit: Fit, seed: int, loo_result: Loo | None = None, keep: int = 600,
         ver = version("mcflops")
     except PackageNotFoundError:
         ver = "0+unknown"
-    names = ("alpha", "beta", "tau", "tau_org", "tau_acc", "a_org", "a_acc", "sigma", "throughput_offset")
+    names = ("alpha", "beta", "tau", "tau_org", "tau_acc", "tau_drift", "a_org", "a_acc", "a_year", "sigma",
+             "throughput_offset")
     draws = {k: _round(thin(fit.draws[k], keep)) for k in names if k in fit.draws}
     summ = fit.summary()
     out = {"schema": calibrated.FIT_SCHEMA, "fit_id": fit_id(fit.config, seed), "made_by": "mcflops calibrate --write",
@@ -52,6 +53,7 @@ def export(fit: Fit, seed: int, loo_result: Loo | None = None, keep: int = 600,
            "n_runs": int(fit.runs.n), "runs": list(fit.runs.ids),
            "covariates": list(fit.config.covariates), "orgs": list(fit.runs.org_names),
            "families": list(fit.runs.family_names), "kinds": list(KINDS),
+           "years": list(fit.runs.year_names) if fit.config.drift else [],
            "peak_range": [min(map(calibrated.peak16, fit.runs.accelerators)),
                           max(map(calibrated.peak16, fit.runs.accelerators))],
            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in fit.config.__dict__.items()},

@@ -67,6 +67,18 @@ class Runs:
         names = self.acc_names(group)
         return np.array([names.index(g) for g in self.generations], np.int32)
 
+    @property
+    def year_names(self) -> tuple[int, ...]:
+        """The calendar years the runs were published in (the drift's levels), sorted."""
+        return tuple(sorted({int(p[:4]) for p in self.published if p is not None}))
+
+    def year_index(self) -> np.ndarray:
+        """Each run's level in year_names (the drift needs every run's ``published``)."""
+        if not self.published or any(p is None for p in self.published):
+            raise ValueError("the drift over publication years needs every run's published: YYYY-MM")
+        names = self.year_names
+        return np.array([names.index(int(p[:4])) for p in self.published], np.int32)
+
     def x(self, names: Sequence[str]) -> np.ndarray:
         peaks = np.array([calibrated.peak16(a) for a in self.accelerators])
         if "years" in names and np.isnan(self.years).any():

@@ -171,8 +171,18 @@ def load_fit() -> dict[str, Any]:
     return fit
 
 
+def drift_year(fit: Mapping[str, Any], year: int | None) -> tuple[int, int] | None:
+    """(the year a run is dated at, the fitted year whose level it starts from) for a fit with the drift over
+    publication years; None for a fit without. No ``year``: the newest fitted year."""
+    years = fit.get("years") or []
+    if "a_year" not in fit["draws"] or not years:
+        return None
+    y = years[-1] if year is None else int(year)
+    return y, max([v for v in years if v <= y], default=years[0])
+
+
 def predictive(fit: Mapping[str, Any], params: float, acc_id: str, moe: bool, org: str | None = None,
-               kind: str = "reported") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+               kind: str = "reported", year: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per-draw (mean, sd, shift, sigma) of the predictive of log u for a new run (see log_u_cdf_pdf).
 
     A known org or accelerator family uses its posterior effect; an unknown one is a new draw from
@@ -197,17 +207,22 @@ def predictive(fit: Mapping[str, Any], params: float, acc_id: str, moe: bool, or
         before = predecessor(name, names) if effect == "a_acc" else None
         if before is not None:  # centred on the measured predecessor (PREDECESSOR), not on the population
             mean = mean + d[effect][:, names.index(before)]
+    dated = drift_year(fit, year)
+    if dated is not None:  # the random walk over years (calibration.model): the level of the last fitted year
+        y, level = dated  # at or before this one, plus tau_drift^2 per year past it
+        mean = mean + d["a_year"][:, fit["years"].index(level)]
+        var = var + d["tau_drift"] ** 2 * max(0, y - level)
     shift = d["throughput_offset"] if kind == "throughput" and "throughput_offset" in d else np.zeros_like(mean)
     sigma = d["sigma"][:, fit["kinds"].index(kind)]
     return mean, np.sqrt(var), shift, sigma
 
 
 def calibrated_prior(fit: Mapping[str, Any], params: float, acc_id: str, moe: bool, org: str | None,
-                     probs) -> tuple[np.ndarray, str]:
+                     probs, year: int | None = None) -> tuple[np.ndarray, str]:
     """The prior's values of u at ``probs`` and its description: what it is (MFU x goodput), its median and
     90% interval, how many published runs it is calibrated on, and what of this run the data have not seen."""
     probs = np.asarray(probs, float)
-    pred = predictive(fit, params, acc_id, moe, org)
+    pred = predictive(fit, params, acc_id, moe, org, year=year)
     q = log_u_quantiles(*pred, np.concatenate([probs, [0.05, 0.5, 0.95]]), df=fit.get("config", {}).get("run_df"))
     u = np.minimum(np.exp(q[:-3]), 1.0 - 1e-9)
     p5, p50, p95 = np.exp(q[-3:])
@@ -231,6 +246,13 @@ def calibrated_prior(fit: Mapping[str, Any], params: float, acc_id: str, moe: bo
                      + (", its peak held inside the data's range" if "peak_range" in fit
                         and any("peak" in c for c in fit["covariates"])
                         and not fit["peak_range"][0] <= peak16(acc_id) <= fit["peak_range"][1] else ""))
+    dated = drift_year(fit, year)
+    if dated is not None:
+        y, level = dated
+        notes.append(f"dated {y}" + (f", {y - level} year{'s' if y - level != 1 else ''} past the last year with "
+                                     f"published runs ({level}): the drift's spread for that many years added"
+                                     if y > level
+                                     else " (calibrated: {year: ...} dates a later run, which widens the prior)"))
     who = f"{org + ', ' if org else ''}{acc_id}, N {format_number(params)}, {'MoE' if moe else 'dense'}"
     text = (f"{LABEL}: median {p50:.3f}, 90% interval [{p5:.3f}, {p95:.3f}], calibrated on {fit['n_runs']} "
             f"published runs (a run like this: {who}{'; ' + '; '.join(notes) if notes else ''}; "
