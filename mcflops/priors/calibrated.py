@@ -247,6 +247,9 @@ def calibrated_prior(fit: Mapping[str, Any], params: float, acc_id: str, moe: bo
                         and any("peak" in c for c in fit["covariates"])
                         and not fit["peak_range"][0] <= peak16(acc_id) <= fit["peak_range"][1] else ""))
     dated = drift_year(fit, year)
+    if dated is None and year is not None:  # as for org and MoE: the validation chose no drift term
+        notes.append(f"the fit has no drift over publication years (the grouped validation chose none): {year} "
+                     "does not move the prior")
     if dated is not None:
         y, level = dated
         notes.append(f"dated {y}" + (f", {y - level} year{'s' if y - level != 1 else ''} past the last year with "

@@ -65,3 +65,12 @@ def test_the_random_walk_prior_is_normal_increments_scaled_by_the_gaps():
     assert float(lp - lp0) == pytest.approx(float(stats.norm.logpdf(z).sum() - stats.norm.logpdf(0 * z).sum()), rel=1e-5)
     np.testing.assert_allclose(np.asarray(trace["a_year"]["value"])[0],
                                np.concatenate([[0.0], np.cumsum(0.2 * np.sqrt(gaps) * z)]), rtol=1e-5, atol=1e-6)
+
+
+def test_a_year_given_to_a_fit_without_drift_is_said_not_to_move_it():
+    fit = _toy_fit()
+    fit["draws"] = {k: v for k, v in fit["draws"].items() if k not in ("a_year", "tau_drift")}
+    u0, _ = calibrated.calibrated_prior(fit, 70e9, "h100-sxm", False, None, [0.05, 0.5, 0.95])
+    u1, text = calibrated.calibrated_prior(fit, 70e9, "h100-sxm", False, None, [0.05, 0.5, 0.95], year=2027)
+    np.testing.assert_array_equal(u0, u1)
+    assert "no drift over publication years" in text and "2027 does not move the prior" in text

@@ -287,7 +287,25 @@ def test_each_split_has_a_phase_line_and_counts_its_scored_runs():
     said, ticks = [], []
     cal.validate(jax.random.key(0), runs, cal.Config(chains=1, warmup=20, draws=20), ("org", "time"),
                  phase=said.append, tick=lambda done, total: ticks.append((done, total)))
-    assert said[0].startswith("validation: 4 folds of 2 splits")  # Meta, Google, Other; the time split
+    assert said[0].startswith("validation: 5 folds of 2 splits")  # Meta, Google, Other; 2023 and 2024
     assert said[1:] == ["validation, organisation out: scoring 7 held-out runs",
                         "validation, time split: scoring 3 held-out runs"]
     assert ticks == [(i, 7) for i in range(1, 8)] + [(i, 3) for i in range(1, 4)]
+
+
+def test_grouped_targets_count_the_splits_where_the_crps_beats_both_baselines():
+    """By hand: org beats both, generation beats the constant only, time beats both: two wins of three; the
+    coverage target fails on the one split below 0.85."""
+    from mcflops.calibration.results import grouped_targets
+
+    def rows(split, cov, m, c, g):
+        base = {"split": split, "coverage_90": cov}
+        return [{**base, "model": "model", "crps": m}, {**base, "model": "constant", "crps": c},
+                {**base, "model": "rule", "crps": 0.1}, {**base, "model": "generation", "crps": g}]
+
+    table = rows("org", 0.9, 0.20, 0.23, 0.21) + rows("generation", 0.80, 0.28, 0.33, 0.27) + \
+        rows("time", 0.86, 0.23, 0.25, 0.24)
+    g = grouped_targets(table)
+    assert [g["splits"][k]["beats_both"] for k in ("org", "generation", "time")] == [True, False, True]
+    assert g["crps_wins"] == 2 and g["crps_met"] and not g["coverage_met"]
+    assert grouped_targets(rows("org", 0.9, 0.30, 0.23, 0.21))["crps_wins"] == 0
