@@ -150,12 +150,11 @@ def held(spec) -> str:
     """What a plan holds fixed and what it re-solves as the accelerator count moves: a hand-set MFU or goodput is
     the file's at every count, a count-dependent prior (a layout's, a failures model's) is solved at each."""
     from mcflops.layout import LayoutPrior
+    from mcflops.priors.calibrated import describe
 
     dep = spec.count_dependent
     parts = []
     fixed = [n for n in ("mfu", "goodput") if n in spec.priors and n not in dep]
-    from mcflops.priors.calibrated import describe
-
     if "mfu" in fixed and describe(spec.priors["mfu"]) is not None:  # its goodput is the point 1 it implies
         # the calibrated prior holds MFU x goodput in one number: the published runs' downtime, at their counts
         parts.append("mfu is the calibrated MFU x goodput (effective utilization), held at the file's prior at "

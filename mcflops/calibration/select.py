@@ -1,7 +1,7 @@
 """Choosing the model by its grouped validation: each candidate structure is fitted and scored on the
 leave-one-organisation-out, leave-one-generation-out and time splits, and the one with the lowest CRPS
-averaged over those splits wins (ties within 0.005, about half a percent of error, go to the simpler one, the one
-listed first). The rule was fixed before any score was seen; the candidates added later say when and why
+averaged over those splits wins (ties within 0.005, about half a percent of error, go to the simpler one,
+the one listed first). The rule was fixed before any score was seen; the candidates added later say when and why
 (CANDIDATES), and the held-out runs are never used to tune a candidate.
 """
 
@@ -26,7 +26,7 @@ TIE = 0.005
 # Student-t) around the generation's effect: the per-generation baseline's own model, partially pooled.
 # The "generation only" pair was added after the per-generation baseline's scores were seen, the "one
 # noise" pair after the model lost to that baseline on three splits; none was tuned to the held-out runs.
-# The planner's features (the last five) were added on the shipped one-noise Student-t structure, and the
+# The planner's features (the five after "size, Student-t") were added on the shipped one-noise Student-t structure, and the
 # time split joined the grouped splits, before any of them was scored: MoE, size, tokens per parameter
 # (log10(D / 20 N)), the date (years since 2023-01: drift, which widens the predictive past the data by the
 # slope's posterior spread), and date with tokens per parameter. Precision and cluster size are not

@@ -1,7 +1,8 @@
 """How the validation holds runs out: leave-one-out, leave one organisation out (all its runs at once),
 leave one accelerator generation out, and a time split on a rolling origin (each year from 2023 on
-predicted from the runs published before it). Each split is a list of folds; a fold names the runs it holds out, and its fit sees every
-other run (weight 1) and none of those (weight 0).
+predicted from the runs published before it). Each split is a list of folds; a fold names the runs it holds
+out, and its fit sees every other run (weight 1) and none of those (weight 0), or in the time split only
+the runs published before the held-out year.
 
 Leave-one-out keeps a held-out run's siblings (same organisation, same chip) in the fit, so it flatters a
 model that has learnt an organisation's or a chip's card; the grouped splits do not.
@@ -22,14 +23,15 @@ TIME_CUT = "2023-01"  # the first origin: the runs from this month on are predic
 # from the past only, by the data a planner had then (one cut at 2023 measured a prior fitted on 7 runs).
 SPLITS = ("loo", "org", "generation", "time")
 LABELS = {"loo": "leave one run out", "org": "leave one organisation out",
-          "generation": "leave one accelerator generation out", "time": f"time split (each year from {TIME_CUT[:4]} from the years before)"}
+          "generation": "leave one accelerator generation out",
+          "time": f"time split (each year from {TIME_CUT[:4]} from the years before)"}
 
 SHORT = {"loo": "one run out", "org": "organisation out", "generation": "generation out", "time": "time split"}
 
 
 @dataclass(frozen=True)
 class Fold:
-    label: str  # what is held out: a run id, an organisation, a generation, "published >= 2023-01"
+    label: str  # what is held out: a run id, an organisation, a generation, "published 2024 (fit before 2024)"
     held_out: tuple[int, ...]
     fitted: tuple[int, ...] | None = None  # the runs its fit sees (None: every run not held out)
 

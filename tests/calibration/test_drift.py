@@ -74,3 +74,21 @@ def test_a_year_given_to_a_fit_without_drift_is_said_not_to_move_it():
     u1, text = calibrated.calibrated_prior(fit, 70e9, "h100-sxm", False, None, [0.05, 0.5, 0.95], year=2027)
     np.testing.assert_array_equal(u0, u1)
     assert "no drift over publication years" in text and "2027 does not move the prior" in text
+
+
+@pytest.mark.parametrize("year, ok", [("2027", True), ("soon", False), ("1999", False), ("true", False)])
+def test_calibrated_year_is_a_calendar_year_or_one_clear_error(tmp_path, year, ok):
+    from pathlib import Path
+
+    from mcflops.errors import SpecError
+    from mcflops.spec import load_spec
+
+    src = (Path(__file__).resolve().parents[2] / "priors/examples/dense70b-h100.yaml").read_text()
+    assert "    calibrated: true\n" in src
+    f = tmp_path / "p.yaml"
+    f.write_text(src.replace("    calibrated: true\n", f"    calibrated: {{year: {year}}}\n"))
+    if ok:
+        assert "2027 does not move the prior" in load_spec(f).priors["mfu"].source
+    else:
+        with pytest.raises(SpecError, match="year: the calendar year"):
+            load_spec(f)
