@@ -47,7 +47,7 @@ def test_the_dense_example_answers_its_deadline():
     dl = ans["deadline"]
     # the count for 60 days at 90% is the p90 hours over 60 x 24: above the file's 4,096 only if its p90 is
     assert dl["gpus"] == math.ceil(ans["gpu_hours"]["at_prob"] / (60 * 24) - 1e-9)
-    assert ans["notes"][0].startswith("what moves with the accelerator count: mfu and goodput are held")
+    assert ans["notes"][0].startswith("what moves with the accelerator count: mfu is the calibrated MFU x goodput")
 
 
 def test_h100_against_b200_is_the_peak_ratio_over_the_mfu_ratio():

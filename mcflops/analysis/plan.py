@@ -150,10 +150,19 @@ def held(spec) -> str:
     """What a plan holds fixed and what it re-solves as the accelerator count moves: a hand-set MFU or goodput is
     the file's at every count, a count-dependent prior (a layout's, a failures model's) is solved at each."""
     from mcflops.layout import LayoutPrior
+    from mcflops.priors.calibrated import describe
 
     dep = spec.count_dependent
     parts = []
     fixed = [n for n in ("mfu", "goodput") if n in spec.priors and n not in dep]
+    if "mfu" in fixed and describe(spec.priors["mfu"]) is not None:  # its goodput is the point 1 it implies
+        # the calibrated prior holds MFU x goodput in one number: the published runs' downtime, at their counts
+        parts.append("mfu is the calibrated MFU x goodput (effective utilization), held at the file's prior at "
+                     "every count: its goodput is the published runs' (their downtime at their own counts), so "
+                     "it does not fall as failures grow with the count, nor does the MFU as the count grows at a "
+                     "fixed batch; a hand-set or layout MFU with goodput: {failures: ...} re-solves both at each "
+                     "count")
+        fixed = []
     if fixed:
         them = " and ".join(fixed)
         why = {"mfu": ("measured MFU tends to fall with the count at a fixed batch", "mfu: {layout: ...}"),

@@ -15,6 +15,8 @@ from mcflops.calibration.predict import Loo
 from mcflops.calibration.runs import KINDS, data_text
 from mcflops.priors import calibrated
 
+ADDED_OFF = ("drift",)  # Config switches added after the shipped fit (see fit_id)
+
 
 def fit_summary(fit: Fit, cfg: Config, seed: int) -> dict[str, Any]:
     """calibration.json's account of one fit: its id and configuration, time, diagnostics, the posterior of
@@ -30,7 +32,10 @@ def fit_summary(fit: Fit, cfg: Config, seed: int) -> dict[str, Any]:
 
 
 def fit_id(cfg: Config, seed: int) -> str:
-    blob = json.dumps({"data": hashlib.sha256(data_text().encode()).hexdigest(), "config": cfg.__dict__,
+    # a switch added after a fit was shipped, left off, is not hashed: the id names the model a fit has, and
+    # the same model, data and seed keep their id (and the fit its draws) when the switch is added
+    config = {k: v for k, v in cfg.__dict__.items() if not (k in ADDED_OFF and v is False)}
+    blob = json.dumps({"data": hashlib.sha256(data_text().encode()).hexdigest(), "config": config,
                        "seed": seed}, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -44,7 +49,8 @@ def export(fit: Fit, seed: int, loo_result: Loo | None = None, keep: int = 600,
         ver = version("mcflops")
     except PackageNotFoundError:
         ver = "0+unknown"
-    names = ("alpha", "beta", "tau", "tau_org", "tau_acc", "a_org", "a_acc", "sigma", "throughput_offset")
+    names = ("alpha", "beta", "tau", "tau_org", "tau_acc", "tau_drift", "a_org", "a_acc", "a_year", "sigma",
+             "throughput_offset")
     draws = {k: _round(thin(fit.draws[k], keep)) for k in names if k in fit.draws}
     summ = fit.summary()
     out = {"schema": calibrated.FIT_SCHEMA, "fit_id": fit_id(fit.config, seed), "made_by": "mcflops calibrate --write",
@@ -52,6 +58,7 @@ def export(fit: Fit, seed: int, loo_result: Loo | None = None, keep: int = 600,
            "n_runs": int(fit.runs.n), "runs": list(fit.runs.ids),
            "covariates": list(fit.config.covariates), "orgs": list(fit.runs.org_names),
            "families": list(fit.runs.family_names), "kinds": list(KINDS),
+           "years": list(fit.runs.year_names) if fit.config.drift else [],
            "peak_range": [min(map(calibrated.peak16, fit.runs.accelerators)),
                           max(map(calibrated.peak16, fit.runs.accelerators))],
            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in fit.config.__dict__.items()},

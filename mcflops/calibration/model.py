@@ -15,6 +15,11 @@ H_i = 6 N_i D_i / (P_i u_i 3600) (Kaplan et al. 2020 for 6ND; PaLM App. B for MF
   families (H100 and H800 are one family); an unseen org or family is a new draw from the population;
 - heavy tails (``Config.run_df``): the same location and scale under a Student-t likelihood, and a
   Student-t run effect in the predictive;
+- drift (``Config.drift``): a random walk over publication years, a_year[y_k] = a_year[y_(k-1)] +
+  tau_drift sqrt(y_k - y_(k-1)) z_k, z_k ~ N(0, 1), a_year[first year] = 0 (a local-level model, West &
+  Harrison 1997, Bayesian Forecasting and Dynamic Models, ch. 2): a year the fit has no run from keeps its
+  prior, the last fitted year's level plus tau_drift^2 per year of variance, so the predictive widens for a
+  date past the data;
 - sigma by ``hours_kind``: a model card's figure is tight, a third-party guess loose;
 - ``throughput`` figures (throughput x tokens) exclude downtime, so they imply MFU alone: the offset
   delta = -log(goodput) >= 0 lowers their hours;
@@ -51,6 +56,7 @@ SIGMA_SCALE = {"reported": SIGMA_REPORTED,
 ALPHA_MEAN, ALPHA_SD = math.log(0.35 / 0.65), 0.75  # logit u at 10B, A100, dense: the "30-40%" rule, widened
 BETA_SD = 0.5  # per decade of N, per doubling of peak, per unit of their product, MoE vs dense
 TAU_SCALE = TAU_ORG_SCALE = TAU_ACC_SCALE = 0.3  # half-normal scales of run, org and family spreads (logit)
+TAU_DRIFT_SCALE = 0.3  # half-normal scale of the drift per sqrt(year) (logit), as wide as the other spreads
 THROUGHPUT_SCALE = 0.15  # half-normal: throughput figures miss ~0-25% downtime
 
 
@@ -78,9 +84,11 @@ class Config:
     # the only noise and logit(implied u) is exactly Normal / Student-t around its location: the
     # per-generation baseline's model with the generations partially pooled
     kind_noise: bool = False
+    drift: bool = False  # the random walk over publication years (module docstring)
 
 
-def _model_fn(cfg: Config, n_org: int, n_fam: int, n_folds: int, kinds_present: tuple[str, ...]):
+def _model_fn(cfg: Config, n_org: int, n_fam: int, n_folds: int, kinds_present: tuple[str, ...],
+              year_gaps: tuple[float, ...] = ()):
     """The NumPyro model for one structure; data arrays are arguments (one compile per structure).
 
     Every parameter has a leading fold axis of size ``n_folds``: fold f weighs run i's likelihood by
@@ -103,11 +111,18 @@ def _model_fn(cfg: Config, n_org: int, n_fam: int, n_folds: int, kinds_present: 
     def half(name, scale):
         return numpyro.sample(name, dist.HalfNormal(scale).expand([f]).to_event(1))
 
-    def model(x, org, fam, kind, c, y, w):
+    def model(x, org, fam, kind, c, y, w, yr=None):
         alpha = numpyro.sample("alpha", dist.Normal(ALPHA_MEAN, ALPHA_SD).expand([f]).to_event(1))
         beta = numpyro.sample("beta", dist.Normal(0.0, BETA_SD).expand([f, k]).to_event(2))
         tau = half("tau", TAU_SCALE)
         logit = alpha[:, None] + beta @ x.T  # (folds, runs)
+        if cfg.drift and year_gaps:  # the random walk (module docstring), non-centred; the first year is 0
+            tau_drift = half("tau_drift", TAU_DRIFT_SCALE)
+            z_year = numpyro.sample("z_year", dist.Normal(0.0, 1.0).expand([f, len(year_gaps)]).to_event(2))
+            steps = tau_drift[:, None] * jnp.sqrt(jnp.asarray(year_gaps, jnp.float32))[None, :] * z_year
+            a_year = numpyro.deterministic("a_year", jnp.concatenate(
+                [jnp.zeros((f, 1), jnp.float32), jnp.cumsum(steps, axis=1)], axis=1))
+            logit = logit + a_year[:, yr]
         if cfg.org_effect:
             tau_org = half("tau_org", TAU_ORG_SCALE)
             z_org = numpyro.sample("z_org", dist.Normal(0.0, 1.0).expand([f, n_org]).to_event(2))
@@ -182,7 +197,8 @@ class Fit:
         from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
         out: dict[str, dict[str, float]] = {}
-        for name in ("alpha", "beta", "tau", "tau_org", "tau_acc", "a_org", "a_acc", "sigma", "throughput_offset"):
+        for name in ("alpha", "beta", "tau", "tau_org", "tau_acc", "tau_drift", "a_org", "a_acc", "a_year", "sigma",
+                     "throughput_offset"):
             if name not in self.by_chain:
                 continue
             v = self.by_chain[name]
@@ -210,7 +226,7 @@ def _labels(fit: Fit, name: str, v: np.ndarray) -> list[str]:
     if v.ndim == 2:
         return [name]
     names = {"beta": fit.config.covariates, "a_org": fit.runs.org_names, "a_acc": fit.runs.acc_names(fit.config.acc_group),
-             "sigma": KINDS}[name]
+             "a_year": fit.runs.year_names, "sigma": KINDS}[name]
     return [f"{name}[{n}]" for n in names]
 
 
@@ -221,13 +237,15 @@ class Sampler:
         from numpyro.infer import MCMC, NUTS
 
         self.runs, self.cfg, self.folds = runs, cfg, folds
+        years = runs.year_names if cfg.drift else ()
         model = _model_fn(cfg, len(runs.org_names), len(runs.acc_names(cfg.acc_group)), folds,
-                          tuple(sorted(set(runs.kinds))))
+                          tuple(sorted(set(runs.kinds))), tuple(float(b - a) for a, b in zip(years, years[1:])))
         self.mcmc = MCMC(NUTS(model, target_accept_prob=cfg.target_accept), num_warmup=cfg.warmup,
                          num_samples=cfg.draws, num_chains=cfg.chains, chain_method="vectorized",
                          progress_bar=False, jit_model_args=True)
         ix = runs.index()
         self.args = (runs.x(cfg.covariates), ix["org"], runs.acc_index(cfg.acc_group), ix["kind"], runs.log_hours_u1, runs.log_hours)
+        self.year = runs.year_index() if len(years) > 1 else None
 
     def fit(self, key, weights: np.ndarray | None = None) -> list[Fit]:
         """One joint run; ``weights`` is (folds, runs) (default: every run, every fold). One Fit per fold."""
@@ -238,7 +256,8 @@ class Sampler:
             raise ValueError(f"weights must have shape {(self.folds, self.runs.n)}, got {w.shape}")
         t0 = time.perf_counter()
         args = tuple(jnp.asarray(a, jnp.int32 if a.dtype.kind == "i" else jnp.float32) for a in self.args)
-        self.mcmc.run(key, *args, jnp.asarray(w, jnp.float32), extra_fields=("diverging", "num_steps"))
+        extra = () if self.year is None else (jnp.asarray(self.year, jnp.int32),)
+        self.mcmc.run(key, *args, jnp.asarray(w, jnp.float32), *extra, extra_fields=("diverging", "num_steps"))
         grouped = {k: np.asarray(v, np.float64) for k, v in self.mcmc.get_samples(group_by_chain=True).items()}
         div = int(np.asarray(self.mcmc.get_extra_fields()["diverging"]).sum())
         secs = time.perf_counter() - t0

@@ -35,12 +35,15 @@ def log_u_params(fit: Fit, i: int, most: int = 1000) -> tuple[np.ndarray, ...]:
     acc = runs.acc_index(fit.config.acc_group)
     if not np.any(seen & (acc == acc[i])):
         peak = float(np.clip(peak, peaks[seen].min(), peaks[seen].max()))
-    x = calibrated.covariates(fit.config.covariates, runs.params[i], peak, runs.moe[i])
+    x = calibrated.covariates(fit.config.covariates, runs.params[i], peak, runs.moe[i],
+                              None if runs.tokens is None else runs.tokens[i], runs.years[i])
     mean = d["alpha"] + d["beta"] @ x
     if "a_org" in d:
         mean = mean + d["a_org"][:, ix["org"][i]]
     if "a_acc" in d:
         mean = mean + d["a_acc"][:, acc[i]]
+    if "a_year" in d:  # every run's year is a level; one the fold did not fit is its random walk's prior
+        mean = mean + d["a_year"][:, runs.year_index()[i]]
     kind = runs.kinds[i]
     shift = d["throughput_offset"] if kind == "throughput" and "throughput_offset" in d else np.zeros_like(mean)
     sigma = d["sigma"][:, KINDS.index(kind)]
@@ -64,7 +67,7 @@ def population_table(fit: Fit) -> list[dict[str, Any]]:
     peaks = [calibrated.peak16(a) for a in fit.runs.accelerators]
     fitd = {"draws": fit.thinned(1000), "covariates": list(fit.config.covariates),
             "orgs": [], "families": list(fit.runs.family_names), "kinds": list(KINDS),
-            "peak_range": [min(peaks), max(peaks)]}
+            "peak_range": [min(peaks), max(peaks)], "years": list(fit.runs.year_names) if fit.config.drift else []}
     rows = []
     for acc in ("a100", "h100-sxm", "tpu-v4", "b200"):
         fam = calibrated.accelerator_family(acc)

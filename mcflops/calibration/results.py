@@ -17,6 +17,9 @@ from mcflops.calibration.runs import Runs, load_runs
 from mcflops.calibration.select import compare as compare_models
 from mcflops.calibration.validate import validate
 
+# the population prior's targets on the grouped splits: 90% coverage at least this on each, and a CRPS below
+# both the constant's and the per-generation baseline's on at least GROUPED_WINS of them
+GROUPED_SPLITS, GROUPED_COVERAGE, GROUPED_WINS = ("org", "generation", "time"), 0.85, 2
 # per split, for the model: (key, op, value); "beats" compares the CRPS with every baseline's
 TARGETS = (("coverage_90", "in", (0.85, 0.95)), ("median_abs_log_error", "<=", 0.20),
            ("median_p95_over_p5", "<=", 3.0), ("crps", "beats", "every baseline"))
@@ -60,6 +63,7 @@ def calibrate(key, *, chains: int, draws: int, seed: int, validation: bool = Tru
         data["validation"] = v.to_dict()
         data["validation_table"] = v.table()
         data["targets"] = targets(v.table())
+        data["grouped_targets"] = grouped_targets(v.table())
         data["error_floor"] = error_floor(runs)
         data["loo"] = loo_block(data["validation"])
     if select:
@@ -98,3 +102,22 @@ def targets(table: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             res[key] = {"target": text, "value": m[key], "met": bool(ok)}
         out[split] = res
     return out
+
+
+def grouped_targets(table: list[dict[str, Any]]) -> dict[str, Any]:
+    """The grouped splits' targets (GROUPED_*): each split's coverage and whether its CRPS is below both the
+    constant's and the per-generation baseline's, and whether the two targets are met."""
+    per = {}
+    for split in GROUPED_SPLITS:
+        rows = {r["model"]: r for r in table if r["split"] == split}
+        if "model" not in rows:
+            continue
+        m = rows["model"]
+        per[split] = {"coverage_90": m["coverage_90"], "crps": m["crps"],
+                      "crps_constant": rows["constant"]["crps"], "crps_generation": rows["generation"]["crps"],
+                      "beats_both": bool(m["crps"] < rows["constant"]["crps"] and m["crps"] < rows["generation"]["crps"])}
+    wins = sum(p["beats_both"] for p in per.values())
+    return {"splits": per, "coverage_met": bool(per) and all(p["coverage_90"] >= GROUPED_COVERAGE for p in per.values()),
+            "crps_wins": wins, "crps_met": wins >= GROUPED_WINS,
+            "target": f"90% coverage >= {GROUPED_COVERAGE:g} on each of {', '.join(GROUPED_SPLITS)}; CRPS below the "
+                      f"constant and per-generation baselines on at least {GROUPED_WINS} of {len(GROUPED_SPLITS)}"}

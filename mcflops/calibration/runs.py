@@ -34,6 +34,13 @@ class Runs:
     # the row's ``generation`` (else its accelerator family) and ``published`` month ("YYYY-MM", else None)
     generations: tuple[str, ...] = ()
     published: tuple[str | None, ...] = ()
+    tokens: np.ndarray | None = None  # training tokens D (for tokens per parameter)
+
+    @property
+    def years(self) -> np.ndarray:
+        """Years since 2023-01 of each run's ``published`` month (nan where it has none): the date covariate."""
+        return np.array([np.nan if p is None else calibrated.years_since_ref(p) for p in
+                         (self.published or (None,) * self.n)])
 
     @property
     def n(self) -> int:
@@ -60,9 +67,24 @@ class Runs:
         names = self.acc_names(group)
         return np.array([names.index(g) for g in self.generations], np.int32)
 
+    @property
+    def year_names(self) -> tuple[int, ...]:
+        """The calendar years the runs were published in (the drift's levels), sorted."""
+        return tuple(sorted({int(p[:4]) for p in self.published if p is not None}))
+
+    def year_index(self) -> np.ndarray:
+        """Each run's level in year_names (the drift needs every run's ``published``)."""
+        if not self.published or any(p is None for p in self.published):
+            raise ValueError("the drift over publication years needs every run's published: YYYY-MM")
+        names = self.year_names
+        return np.array([names.index(int(p[:4])) for p in self.published], np.int32)
+
     def x(self, names: Sequence[str]) -> np.ndarray:
         peaks = np.array([calibrated.peak16(a) for a in self.accelerators])
-        return calibrated.covariates(names, self.params, peaks, self.moe)
+        if "years" in names and np.isnan(self.years).any():
+            missing = self.ids[int(np.flatnonzero(np.isnan(self.years))[0])]
+            raise ValueError(f"the years covariate needs every run's published: YYYY-MM (run {missing} has none)")
+        return calibrated.covariates(names, self.params, peaks, self.moe, self.tokens, self.years)
 
     def index(self) -> dict[str, np.ndarray]:
         orgs, fams = self.org_names, self.family_names
@@ -92,7 +114,8 @@ def runs_from_records(records: Sequence[dict]) -> Runs:
                 log_hours_u1=np.log(6.0 * n * d / (peak * 3600.0)),  # Kaplan et al. 2020: C = 6ND
                 generations=tuple(str(r.get("generation") or calibrated.accelerator_family(r["accelerator"]))
                                   for r in records),
-                published=tuple(None if r.get("published") is None else _month(r) for r in records))
+                published=tuple(None if r.get("published") is None else _month(r) for r in records),
+                tokens=d)
 
 
 def _month(r: dict) -> str:

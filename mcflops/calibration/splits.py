@@ -1,7 +1,8 @@
 """How the validation holds runs out: leave-one-out, leave one organisation out (all its runs at once),
-leave one accelerator generation out, and a time split (fit on the runs published before 2023, predict the
-later ones). Each split is a list of folds; a fold names the runs it holds out, and its fit sees every
-other run (weight 1) and none of those (weight 0).
+leave one accelerator generation out, and a time split on a rolling origin (each year from 2023 on
+predicted from the runs published before it). Each split is a list of folds; a fold names the runs it holds
+out, and its fit sees every other run (weight 1) and none of those (weight 0), or in the time split only
+the runs published before the held-out year.
 
 Leave-one-out keeps a held-out run's siblings (same organisation, same chip) in the fit, so it flatters a
 model that has learnt an organisation's or a chip's card; the grouped splits do not.
@@ -15,18 +16,24 @@ import numpy as np
 
 from mcflops.calibration.runs import Runs
 
-TIME_CUT = "2023-01"  # fit on runs published before this month, predict the rest
+TIME_CUT = "2023-01"  # the first origin: the runs from this month on are predicted
+# A rolling forecasting origin (Hyndman & Athanasopoulos, Forecasting: Principles and Practice, 3rd ed.,
+# section 5.10, "time series cross-validation"): each calendar year from TIME_CUT on is one fold, fitted on
+# every run published before that year and predicting that year's runs, so each later run is predicted once,
+# from the past only, by the data a planner had then (one cut at 2023 measured a prior fitted on 7 runs).
 SPLITS = ("loo", "org", "generation", "time")
 LABELS = {"loo": "leave one run out", "org": "leave one organisation out",
-          "generation": "leave one accelerator generation out", "time": f"time split (fit before {TIME_CUT[:4]})"}
+          "generation": "leave one accelerator generation out",
+          "time": f"time split (each year from {TIME_CUT[:4]} from the years before)"}
 
 SHORT = {"loo": "one run out", "org": "organisation out", "generation": "generation out", "time": "time split"}
 
 
 @dataclass(frozen=True)
 class Fold:
-    label: str  # what is held out: a run id, an organisation, a generation, "published >= 2023-01"
+    label: str  # what is held out: a run id, an organisation, a generation, "published 2024 (fit before 2024)"
     held_out: tuple[int, ...]
+    fitted: tuple[int, ...] | None = None  # the runs its fit sees (None: every run not held out)
 
 
 @dataclass(frozen=True)
@@ -37,9 +44,13 @@ class Split:
     label: str = field(default="")
 
     def weights(self, n: int) -> np.ndarray:
-        """(folds, runs): 1 for the runs a fold's fit sees, 0 for those it holds out."""
+        """(folds, runs): 1 for the runs a fold's fit sees, 0 for the others (those it holds out, and in the
+        time split the runs published after them too)."""
         w = np.ones((len(self.folds), n))
         for f, fold in enumerate(self.folds):
+            if fold.fitted is not None:
+                w[f] = 0.0
+                w[f, list(fold.fitted)] = 1.0
             w[f, list(fold.held_out)] = 0.0
         return w
 
@@ -53,7 +64,8 @@ def _grouped(name: str, keys) -> Split:
 
 
 def time_split(runs: Runs) -> Split:
-    """Fit on runs published before TIME_CUT, predict the others; skipped unless every run has ``published``."""
+    """Each year from TIME_CUT on, fitted on the runs published before it (the rolling origin above); skipped
+    unless every run has ``published``."""
     missing = [runs.ids[i] for i in range(runs.n) if not runs.published or runs.published[i] is None]
     if missing:
         return Split("time", skipped=f"{len(missing)} of {runs.n} runs have no published: YYYY-MM field "
@@ -62,7 +74,10 @@ def time_split(runs: Runs) -> Split:
     if not later or len(later) == runs.n:
         return Split("time", skipped=f"every run is published {'after' if later else 'before'} {TIME_CUT}",
                      label=LABELS["time"])
-    return Split("time", (Fold(f"published >= {TIME_CUT}", later),), label=LABELS["time"])
+    years = sorted({runs.published[i][:4] for i in later})
+    folds = tuple(Fold(f"published {y} (fit before {y})", tuple(i for i in later if runs.published[i][:4] == y),
+                       tuple(i for i in range(runs.n) if runs.published[i] < f"{y}-01")) for y in years)
+    return Split("time", folds, label=LABELS["time"])
 
 
 def make_splits(runs: Runs, names=SPLITS) -> list[Split]:

@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--draws", type=_positive_int, default=300, help="warm-up and kept draws per chain (default 300)")
     ca.add_argument("--no-loo", action="store_true", help="skip the validation (one fit only)")
     ca.add_argument("--select", action="store_true", help="also compare the candidate models on the grouped "
-                    "validation (leave one organisation / generation out) and mark the one it chooses (slow)")
+                    "validation (leave one organisation / generation out, the time split) and mark the one it "
+                    "chooses (slow)")
     ca.add_argument("--holdout", action="store_true", help="with --layout: also refit without each paper, each "
                     "accelerator generation and the runs past 1,024 accelerators, and score the held-out series "
                     "against a constant MFU per accelerator (slow: about 10 minutes on 2 cores)")

@@ -203,6 +203,14 @@ def show_validation(con, data: dict[str, Any]) -> None:
         marks = ", ".join(f"{k} {'[green]met[/green]' if v['met'] else '[red]missed[/red]'} ({v['target']})"
                           for k, v in res.items())
         con.print(f"  {escape(labels[split])}: {marks}")
+    g = data.get("grouped_targets")
+    if g and g["splits"]:
+        def mark(ok):
+            return "[green]met[/green]" if ok else "[red]missed[/red]"
+
+        cov = ", ".join(f"{escape(labels[k])} {v['coverage_90']:.2f}" for k, v in g["splits"].items())
+        con.print(f"  grouped splits: 90% coverage {mark(g['coverage_met'])} ({cov}); CRPS below the constant and "
+                  f"per generation on {g['crps_wins']} of {len(g['splits'])} {mark(g['crps_met'])} ({escape(g['target'])})")
 
 
 def layout_command(args) -> int:

@@ -38,7 +38,10 @@ PREDECESSOR = {"blackwell": "hopper", "hopper": "ampere", "ampere": "volta", "tp
 # Covariates of logit(u), with fixed (not data-dependent) centring so that every fit uses one scale.
 PARAMS_REF = 1e10  # log10(N / 1e10): 0 at 10B parameters (active parameters for MoE)
 PEAK_REF = 312e12  # log2(peak / 312 TFLOP/s): 0 at the A100, 1.66 at the H100
-COVARIATES = ("log10_params", "log2_peak", "log10_params_x_log2_peak", "moe")
+# log10(D / (20 N)): 0 at 20 tokens per parameter, the compute-optimal ratio (Hoffmann et al. 2022, Table 3)
+TOKENS_PER_PARAM_REF = 20.0
+YEAR_REF = 2023.0  # years since January 2023: the drift with the date of the run (0 at 2023-01)
+COVARIATES = ("log10_params", "log2_peak", "log10_params_x_log2_peak", "moe", "log10_tokens_per_param", "years")
 FIT_SCHEMA = "calibration_fit_v1"
 FIT_FILE = "calibration_fit.json"
 LABEL = "MFU x goodput (effective utilization)"  # what the calibrated prior is, wherever it is shown
@@ -67,18 +70,31 @@ def peak16(acc_id: str) -> float:
     return acc.peak("bf16") if "bf16" in acc.precisions else acc.peak("fp16")
 
 
-def covariates(names, params, peak, moe) -> np.ndarray:
-    """Covariate vector(s) of logit(u) (broadcasts over arrays of params, peak, moe)."""
+def years_since_ref(month: str) -> float:
+    """A "YYYY-MM" month as years since YEAR_REF (2023-01 -> 0.0, 2024-07 -> 1.5)."""
+    return int(month[:4]) + (int(month[5:7]) - 1) / 12.0 - YEAR_REF
+
+
+def covariates(names, params, peak, moe, tokens=None, years=None) -> np.ndarray:
+    """Covariate vector(s) of logit(u) (broadcasts over arrays of params, peak, moe, tokens, years).
+    ``tokens`` and ``years`` are needed only by the covariates that read them."""
     xn = np.log10(np.asarray(params, float) / PARAMS_REF)
     xp = np.log2(np.asarray(peak, float) / PEAK_REF)
-    cols = {"log10_params": xn, "log2_peak": xp, "log10_params_x_log2_peak": xn * xp,
-            "moe": np.asarray(moe, float) * np.ones_like(xn)}
+    one = np.ones_like(xn)
+    cols = {"log10_params": lambda: xn, "log2_peak": lambda: xp, "log10_params_x_log2_peak": lambda: xn * xp,
+            "moe": lambda: np.asarray(moe, float) * one,
+            "log10_tokens_per_param": lambda: np.log10(np.asarray(tokens, float) / (TOKENS_PER_PARAM_REF
+                                                                                     * np.asarray(params, float))),
+            "years": lambda: np.asarray(years, float) * one}
     unknown = [n for n in names if n not in cols]
     if unknown:
         raise ValueError(f"unknown covariate {unknown[0]} (known: {', '.join(cols)})")
+    need = [n for n, v in (("log10_tokens_per_param", tokens), ("years", years)) if n in names and v is None]
+    if need:
+        raise ValueError(f"covariate {need[0]} needs {'years' if need[0] == 'years' else 'tokens'}")
     if not names:  # an intercept-only structure: a (..., 0) design
         return np.zeros(np.shape(xn) + (0,))
-    return np.stack([cols[n] for n in names], axis=-1)
+    return np.stack(np.broadcast_arrays(xn, *(cols[n]() for n in names))[1:], axis=-1)
 
 
 def _std_cdf_pdf(z, df):
@@ -155,8 +171,18 @@ def load_fit() -> dict[str, Any]:
     return fit
 
 
+def drift_year(fit: Mapping[str, Any], year: int | None) -> tuple[int, int] | None:
+    """(the year a run is dated at, the fitted year whose level it starts from) for a fit with the drift over
+    publication years; None for a fit without. No ``year``: the newest fitted year."""
+    years = fit.get("years") or []
+    if "a_year" not in fit["draws"] or not years:
+        return None
+    y = years[-1] if year is None else int(year)
+    return y, max([v for v in years if v <= y], default=years[0])
+
+
 def predictive(fit: Mapping[str, Any], params: float, acc_id: str, moe: bool, org: str | None = None,
-               kind: str = "reported") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+               kind: str = "reported", year: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per-draw (mean, sd, shift, sigma) of the predictive of log u for a new run (see log_u_cdf_pdf).
 
     A known org or accelerator family uses its posterior effect; an unknown one is a new draw from
@@ -181,17 +207,22 @@ def predictive(fit: Mapping[str, Any], params: float, acc_id: str, moe: bool, or
         before = predecessor(name, names) if effect == "a_acc" else None
         if before is not None:  # centred on the measured predecessor (PREDECESSOR), not on the population
             mean = mean + d[effect][:, names.index(before)]
+    dated = drift_year(fit, year)
+    if dated is not None:  # the random walk over years (calibration.model): the level of the last fitted year
+        y, level = dated  # at or before this one, plus tau_drift^2 per year past it
+        mean = mean + d["a_year"][:, fit["years"].index(level)]
+        var = var + d["tau_drift"] ** 2 * max(0, y - level)
     shift = d["throughput_offset"] if kind == "throughput" and "throughput_offset" in d else np.zeros_like(mean)
     sigma = d["sigma"][:, fit["kinds"].index(kind)]
     return mean, np.sqrt(var), shift, sigma
 
 
 def calibrated_prior(fit: Mapping[str, Any], params: float, acc_id: str, moe: bool, org: str | None,
-                     probs) -> tuple[np.ndarray, str]:
+                     probs, year: int | None = None) -> tuple[np.ndarray, str]:
     """The prior's values of u at ``probs`` and its description: what it is (MFU x goodput), its median and
     90% interval, how many published runs it is calibrated on, and what of this run the data have not seen."""
     probs = np.asarray(probs, float)
-    pred = predictive(fit, params, acc_id, moe, org)
+    pred = predictive(fit, params, acc_id, moe, org, year=year)
     q = log_u_quantiles(*pred, np.concatenate([probs, [0.05, 0.5, 0.95]]), df=fit.get("config", {}).get("run_df"))
     u = np.minimum(np.exp(q[:-3]), 1.0 - 1e-9)
     p5, p50, p95 = np.exp(q[-3:])
@@ -215,6 +246,16 @@ def calibrated_prior(fit: Mapping[str, Any], params: float, acc_id: str, moe: bo
                      + (", its peak held inside the data's range" if "peak_range" in fit
                         and any("peak" in c for c in fit["covariates"])
                         and not fit["peak_range"][0] <= peak16(acc_id) <= fit["peak_range"][1] else ""))
+    dated = drift_year(fit, year)
+    if dated is None and year is not None:  # as for org and MoE: the validation chose no drift term
+        notes.append(f"the fit has no drift over publication years (the grouped validation chose none): {year} "
+                     "does not move the prior")
+    if dated is not None:
+        y, level = dated
+        notes.append(f"dated {y}" + (f", {y - level} year{'s' if y - level != 1 else ''} past the last year with "
+                                     f"published runs ({level}): the drift's spread for that many years added"
+                                     if y > level
+                                     else " (calibrated: {year: ...} dates a later run, which widens the prior)"))
     who = f"{org + ', ' if org else ''}{acc_id}, N {format_number(params)}, {'MoE' if moe else 'dense'}"
     text = (f"{LABEL}: median {p50:.3f}, 90% interval [{p5:.3f}, {p95:.3f}], calibrated on {fit['n_runs']} "
             f"published runs (a run like this: {who}{'; ' + '; '.join(notes) if notes else ''}; "

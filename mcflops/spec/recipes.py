@@ -60,9 +60,12 @@ def _calibrated(here: Fields, node: Mapping, priors: Mapping, hardware, data: Ma
         opt = {}
     if not isinstance(opt, Mapping):
         raise here.error("expected calibrated: true or calibrated: {org: <name>, moe: true|false}", node, "calibrated")
-    here.keys(opt, ("org", "moe"), where=" in calibrated:", listing="expected org, moe", per_key=False)
+    here.keys(opt, ("org", "moe", "year"), where=" in calibrated:", listing="expected org, moe, year", per_key=False)
     if "moe" in opt and not isinstance(opt["moe"], bool):
         raise here.error("expected moe: true or false", opt, "moe")
+    year = opt.get("year")
+    if year is not None and (isinstance(year, bool) or not isinstance(year, int) or not 2000 <= year <= 2100):
+        raise here.error("expected year: the calendar year of the run, e.g. 2026", opt, "year")
     org = here.text(opt, "org", expected="org: <name> (e.g. Meta)", got=False)
     source = here.text(node, "source", expected="source: to be text", got=False)
     err = here.error
@@ -92,7 +95,7 @@ def _calibrated(here: Fields, node: Mapping, priors: Mapping, hardware, data: Ma
         arch = data.get("architecture")
         moe = bool(isinstance(arch, Mapping) and arch.get("experts"))
 
-    u, s = calibrated_prior(load_fit(), params, hardware.accelerator, moe, org, KNOT_PROBS)
+    u, s = calibrated_prior(load_fit(), params, hardware.accelerator, moe, org, KNOT_PROBS, year=year)
     return table_dist(KNOT_PROBS, u, source=f"{source} | {s}" if source else s)
 
 

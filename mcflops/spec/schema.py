@@ -135,7 +135,9 @@ def _prior(name: str, *, component: bool = False, ratio: bool = True) -> dict[st
 def _recipes() -> dict[str, Any]:
     calibrated = _object({"calibrated": {"anyOf": [{"const": True},
                                                    _object({"org": {"type": ["string", "null"]},
-                                                            "moe": {"type": "boolean"}})]},
+                                                            "moe": {"type": "boolean"},
+                                                            "year": {"type": "integer", "minimum": 2000,
+                                                                     "maximum": 2100}})]},
                           "source": _TEXT}, ("calibrated",))
     calibrated["description"] = "the calibrated effective utilization (MFU x goodput): mcflops calibrate"
 

@@ -37,7 +37,7 @@ def test_page_shows_every_split_and_says_why_one_is_missing():
     pages = render(_data(published=False), {"validation_pit.png": _png()})
     md = pages["report.md"]
     assert "| leave one organisation out | **the model** | 7 |" in md
-    assert "time split (fit before 2023)**: not made: 7 of 7 runs have no published" in md
+    assert "time split (each year from 2023 from the years before)**: not made: 7 of 7 runs have no published" in md
     assert "MFU x goodput (effective utilization)" in md and "validation_pit.png" in md
     assert 'src="data:image/png;base64,' in pages["report.html"]
 

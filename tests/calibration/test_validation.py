@@ -62,15 +62,35 @@ def test_generation_is_the_field_else_the_accelerator_family():
     assert _toy(gen=False).generations[-1] == "hopper"  # h800 and h100 share the hopper family
 
 
-def test_time_split_fits_on_the_earlier_runs_and_is_skipped_without_dates():
+def test_time_split_predicts_each_year_from_the_years_before_and_is_skipped_without_dates():
+    """A rolling origin: one fold per year from 2023, holding out that year's runs and fitting only on the runs
+    published before 1 January of it (later runs are neither fitted nor scored in that fold); every run from
+    2023 on is held out exactly once."""
     runs = _toy()
     s = _split(runs, "time")
-    (fold,) = s.folds
-    assert [runs.ids[i] for i in fold.held_out] == ["c", "e", "g"]
-    w = s.weights(runs.n)[0]
-    assert all((w[i] == 1.0) == (runs.published[i] < "2023-01") for i in range(runs.n))
+    assert [[runs.ids[i] for i in f.held_out] for f in s.folds] == [["e"], ["c", "g"]]
+    w = s.weights(runs.n)
+    for fold, row in zip(s.folds, w):
+        year = runs.published[fold.held_out[0]][:4]
+        assert all(runs.published[i][:4] == year for i in fold.held_out)
+        assert all((row[i] == 1.0) == (runs.published[i] < f"{year}-01") for i in range(runs.n))
+    assert sorted(i for f in s.folds for i in f.held_out) == [i for i in range(runs.n) if runs.published[i] >= "2023"]
     skipped = _split(_toy(published=False), "time")
     assert skipped.folds == () and "published" in skipped.skipped
+
+
+def test_date_and_tokens_per_parameter_covariates():
+    """years: months since 2023-01 over 12; log10_tokens_per_param: log10(D / (20 N)), Hoffmann et al.'s ratio
+    at 0. By hand on the toy rows (N 1e10, D 1e12: 100 tokens per parameter)."""
+    runs = _toy()
+    x = runs.x(("years", "log10_tokens_per_param"))
+    months = [(int(p[:4]) - 2023) * 12 + int(p[5:7]) - 1 for p in runs.published]
+    np.testing.assert_allclose(x[:, 0], np.array(months) / 12.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(x[:, 1], math.log10(100 / 20), rtol=1e-12)
+    with pytest.raises(ValueError, match="published"):
+        _toy(published=False).x(("years",))
+    with pytest.raises(ValueError, match="needs tokens"):
+        calibrated.covariates(("log10_tokens_per_param",), 1e10, 312e12, 0.0)
 
 
 def test_published_must_be_a_month():
@@ -151,6 +171,21 @@ def test_grid_crps_and_log_score_of_a_normal(mu, sd, y):
     assert p.log_score(y) == pytest.approx(stats.norm.logpdf(y, mu, sd), abs=1e-5)
     assert p.pit(y) == pytest.approx(stats.norm.cdf(y, mu, sd), abs=1e-6)
     assert p.crps(mu + 20 * sd) == pytest.approx(cal.crps_normal(mu, sd, mu + 20 * sd), rel=1e-4)  # off the grid
+
+
+@pytest.mark.parametrize("df, y", [(4.0, 0.3), (4.0, 2.5), (7.0, -1.0)])
+def test_grid_crps_of_a_student_t_is_its_expectation_form(df, y):
+    """The model's run effects are Student-t: the grid CRPS of a scaled t against the kernel form CRPS = E|X - y|
+    - E|X - X'| / 2 (Gneiting & Raftery 2007, eq. 21), both expectations by scipy's quadrature of scipy.stats.t
+    (E|X - X'| as the integral of 2 F (1 - F): a closed form neither shares with the grid code)."""
+    loc, scale = 0.4, 0.6
+    d = stats.t(df, loc, scale)
+    x = np.linspace(loc - 400 * scale, loc + 400 * scale, 400_001)
+    p = cal.Predictive(x, d.cdf(x), d.pdf(x))
+    e_abs = (integrate.quad(lambda t: (y - t) * d.pdf(t), -np.inf, y, limit=200)[0]
+             + integrate.quad(lambda t: (t - y) * d.pdf(t), y, np.inf, limit=200)[0])
+    e_pair = integrate.quad(lambda t: 2 * d.cdf(t) * d.sf(t), -np.inf, np.inf, limit=200)[0]
+    assert p.crps(y) == pytest.approx(e_abs - 0.5 * e_pair, rel=2e-4)
 
 
 def test_log_u_cdf_and_density_against_scipy():
@@ -252,7 +287,25 @@ def test_each_split_has_a_phase_line_and_counts_its_scored_runs():
     said, ticks = [], []
     cal.validate(jax.random.key(0), runs, cal.Config(chains=1, warmup=20, draws=20), ("org", "time"),
                  phase=said.append, tick=lambda done, total: ticks.append((done, total)))
-    assert said[0].startswith("validation: 4 folds of 2 splits")  # Meta, Google, Other; the time split
+    assert said[0].startswith("validation: 5 folds of 2 splits")  # Meta, Google, Other; 2023 and 2024
     assert said[1:] == ["validation, organisation out: scoring 7 held-out runs",
                         "validation, time split: scoring 3 held-out runs"]
     assert ticks == [(i, 7) for i in range(1, 8)] + [(i, 3) for i in range(1, 4)]
+
+
+def test_grouped_targets_count_the_splits_where_the_crps_beats_both_baselines():
+    """By hand: org beats both, generation beats the constant only, time beats both: two wins of three; the
+    coverage target fails on the one split below 0.85."""
+    from mcflops.calibration.results import grouped_targets
+
+    def rows(split, cov, m, c, g):
+        base = {"split": split, "coverage_90": cov}
+        return [{**base, "model": "model", "crps": m}, {**base, "model": "constant", "crps": c},
+                {**base, "model": "rule", "crps": 0.1}, {**base, "model": "generation", "crps": g}]
+
+    table = rows("org", 0.9, 0.20, 0.23, 0.21) + rows("generation", 0.80, 0.28, 0.33, 0.27) + \
+        rows("time", 0.86, 0.23, 0.25, 0.24)
+    g = grouped_targets(table)
+    assert [g["splits"][k]["beats_both"] for k in ("org", "generation", "time")] == [True, False, True]
+    assert g["crps_wins"] == 2 and g["crps_met"] and not g["coverage_met"]
+    assert grouped_targets(rows("org", 0.9, 0.30, 0.23, 0.21))["crps_wins"] == 0
