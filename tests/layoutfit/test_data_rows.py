@@ -1,0 +1,63 @@
+"""The layout-resolved rows added from torchtitan's 2025 benchmarks and Megatron-Core's MoE model zoo.
+
+Each check compares the typed rows with a second figure the source prints (a speedup column, a step time beside
+a throughput), so a mistyped number fails; tolerances are the printed figures' rounding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mcflops import hardware
+from mcflops.layoutfit import data as ld
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {r.id: r for r in ld.load_layout_runs()}
+
+
+def _series(runs, prefix):
+    return [r for r in runs.values() if r.series.startswith(prefix)]
+
+
+def _whole_layout(r):
+    lay = r.layout
+    assert lay["tp"] * lay["pp"] * lay["dp"] * lay["cp"] == r.count, r.id
+    assert r.source.strip() and r.licence.strip() and r.status in ld.STATUSES, r.id
+    if not r.fit:
+        assert r.fit_reason.strip(), r.id
+
+
+# the async-TP file's third column, "Async TP speedup", printed to two decimals
+SPEEDUP = {("70b", "bf16"): 1.09, ("70b", "fp8-tensorwise"): 1.16, ("70b", "fp8-rowwise"): 1.04,
+           ("8b", "bf16"): 1.10, ("8b", "fp8-tensorwise"): 1.10, ("8b", "fp8-rowwise"): 1.06}
+
+
+def test_torchtitan_async_tp_rows_reproduce_the_printed_speedups(runs):
+    rows = _series(runs, "torchtitan-asynctp-")
+    assert len(rows) == 12
+    for r in rows:
+        _whole_layout(r)
+        assert r.precision == ("bf16" if "-bf16-" in r.id else "fp8") and r.memory_gb == 96.0
+        assert r.layout["tp_comm_overlap"] == r.id.endswith(("-async-256", "-async-64"))
+        assert r.layout["global_batch"] == {256: 16 * 32, 64: 12 * 8}[r.count]
+    for (model, q), printed in SPEEDUP.items():
+        n = 256 if model == "70b" else 64
+        tps = {m: runs[f"torchtitan-asynctp-{model}-{q}-{m}-{n}"].measured["tokens_per_s_per_gpu"]
+               for m in ("vanilla", "async")}
+        assert tps["async"] / tps["vanilla"] == pytest.approx(printed, abs=0.005 + 1e-9), (model, q)
+    # only the baseline the source itself calls defective is out of the fit
+    assert {r.id for r in rows if not r.fit} == {"torchtitan-asynctp-70b-fp8-rowwise-vanilla-256",
+                                                 "torchtitan-asynctp-8b-fp8-rowwise-vanilla-64"}
+
+
+def test_torchtitan_h200_rows(runs):
+    rows = _series(runs, "torchtitan-h200-")
+    assert [(r.count, r.measured["tokens_per_s_per_gpu"]) for r in rows] == [(32, 10938.0), (64, 10753.0)]
+    for r in rows:
+        _whole_layout(r)
+        assert r.accelerator == "h200" and r.precision == "fp8" and r.layout["dp"] == r.count
+        # 6N at the printed throughput sits below the FP8 peak (a mistyped throughput would not)
+        assert 6 * r.params["total"] * r.measured["tokens_per_s_per_gpu"] < hardware.get("h200").peak("fp8")
