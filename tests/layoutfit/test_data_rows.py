@@ -61,3 +61,41 @@ def test_torchtitan_h200_rows(runs):
         assert r.accelerator == "h200" and r.precision == "fp8" and r.layout["dp"] == r.count
         # 6N at the printed throughput sits below the FP8 peak (a mistyped throughput would not)
         assert 6 * r.params["total"] * r.measured["tokens_per_s_per_gpu"] < hardware.get("h200").peak("fp8")
+
+
+GA = {"xnode-ep32-256": 128, "xnode-ep32-a2a-overlap-256": 128, "intranode-ep8-fsdp-256": 4,
+      "intranode-ep8-pp32-a2a-256": 512, "intranode-ep8-tp4-256": 256}
+
+
+def test_qwen3_moe_rows_agree_with_their_step_times_and_the_shape_count(runs):
+    """TF/GPU x step x GPUs / (GBS x seq) is the FLOPs per token Megatron counted: it must be the Shape's causal
+    training count (mcflops.arch.counts) to the printed rounding (TF and step to 3 figures: <= 0.6%) plus the
+    small terms Megatron's formula weighs differently (router, norms: under 1%); a mistyped figure is off by more."""
+    from mcflops.arch import Shape, counts
+
+    rows = _series(runs, "megatron-moe-zoo-qwen3-235b-")
+    assert len(rows) == 13 and all(r.moe and not r.fit for r in rows)
+    keys = ("layers", "d_model", "heads", "vocab", "seq_len", "kv_heads", "head_dim", "ffn", "glu", "experts",
+            "experts_active", "shared_experts", "moe_ffn", "dense_layers")
+    for r in rows:
+        _whole_layout(r)
+        lay = r.layout
+        assert (lay["tp"] * lay["dp"] * lay["cp"]) % (lay["ep"] * lay["etp"]) == 0, r.id
+        c = counts(Shape(**{k: r.architecture[k] for k in keys}))
+        # the model's name, 235B-A22B, against the counted shape
+        assert c.params_total == pytest.approx(r.params["total"], rel=0.005)
+        assert c.params_active == pytest.approx(r.params["active"], rel=0.01)
+        m = r.measured
+        if m["iteration_time_s"] is None:
+            continue
+        tokens = lay["global_batch"] * r.architecture["seq_len"] / (m["iteration_time_s"] * r.count)
+        assert m["tokens_per_s_per_gpu"] == pytest.approx(tokens, abs=0.05)
+        per_token = m["tflops_per_gpu"] * 1e12 / tokens
+        assert per_token == pytest.approx(c.training_flops_per_token, rel=0.015), r.id
+    timed = [r for r in rows if r.measured["iteration_time_s"]]
+    assert len(timed) == 5
+    for r in timed:  # the table's EDP column: the expert layers regroup each stage's tp*dp*cp ranks exactly
+        lay = r.layout
+        assert lay["ep"] * lay["etp"] * lay["edp"] == lay["tp"] * lay["dp"] * lay["cp"], r.id
+        # the table's GA column (gradient-accumulation steps) = GBS / (MBS x DP)
+        assert lay["global_batch"] == GA[r.id.removeprefix("mcore-moe-qwen3-235b-")] * lay["micro_batch"] * lay["dp"]
