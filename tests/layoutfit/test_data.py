@@ -25,12 +25,14 @@ def runs():
 
 def test_shipped_file_loads_with_both_kinds(runs):
     kinds = Counter(r.kind for r in runs.values())
-    assert kinds["production"] == 9 and kinds["benchmark"] >= 300
+    assert kinds["production"] == 10 and kinds["benchmark"] >= 300
     assert len(ld.benchmark_rows()) + len(ld.production_rows()) + len(ld.unfitted_rows()) == len(runs)
     assert all(r.fit_reason.strip() for r in ld.unfitted_rows())
     assert {r.id for r in ld.production_rows()} == {
         "llama3-405b-table4-row1", "llama3-405b-table4-row2", "llama3-405b-table4-row3", "nemotron4-15b-stage1",
         "nemotron4-15b-stage2", "nemotron4-15b-stage3", "bloom-176b", "palm-540b", "mt-nlg-530b"}
+    # DeepSeek-V3 is held out too, but kept out of the validation until the model has expert terms
+    assert {r.id for r in ld.unfitted_rows() if r.kind == "production"} == {"deepseek-v3-pretraining"}
 
 
 def test_every_row_is_sourced(runs):

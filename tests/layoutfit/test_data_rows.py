@@ -99,3 +99,20 @@ def test_qwen3_moe_rows_agree_with_their_step_times_and_the_shape_count(runs):
         assert lay["ep"] * lay["etp"] * lay["edp"] == lay["tp"] * lay["dp"] * lay["cp"], r.id
         # the table's GA column (gradient-accumulation steps) = GBS / (MBS x DP)
         assert lay["global_batch"] == GA[r.id.removeprefix("mcore-moe-qwen3-235b-")] * lay["micro_batch"] * lay["dp"]
+
+
+def test_deepseek_v3_row(runs):
+    """Sec. 1 prints 180K H800 hours per trillion tokens and 2664K hours for 14.8T tokens: both give the throughput;
+    the architecture's count gives the report's 671B total and 37B activated."""
+    from mcflops.arch import Shape, counts
+
+    r = runs["deepseek-v3-pretraining"]
+    assert r.kind == "production" and not r.fit and r.moe and r.precision == "fp8" and r.accelerator == "h800"
+    _whole_layout(r)
+    assert (r.layout["pp"], r.layout["ep"], r.layout["tp"], r.layout["zero"]) == (16, 64, 1, 1)
+    tps = r.measured["tokens_per_s_per_gpu"]
+    assert tps == pytest.approx(1e12 / (180e3 * 3600), abs=0.05)
+    assert tps == pytest.approx(14.8e12 / (2664e3 * 3600), rel=1e-3)  # the two printed figures, to their rounding
+    c = counts(Shape(**{k: v for k, v in r.architecture.items() if k != "source" and v is not None}))
+    assert c.params_total == pytest.approx(671e9, rel=0.001)
+    assert c.params_active == pytest.approx(37e9, rel=0.02)  # 37B as printed; the count includes the input row
