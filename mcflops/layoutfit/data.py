@@ -172,7 +172,7 @@ def _layout(row: _Row, raw: Any, count: int) -> Mapping[str, Any]:
             raise row.fail("layout.ep", "ep*etp dividing tp*dp*cp" if lay["etp"] else "a divisor of dp*cp", lay["ep"])
         if lay["edp"] is not None and lay["ep"] * etp * lay["edp"] != ranks:
             raise row.fail("layout.edp", f"ep*etp*edp == tp*dp*cp ({ranks})", lay["edp"])
-    elif lay["etp"] is not None or lay["edp"] is not None:
+    elif lay["ep"] is None and (lay["etp"] is not None or lay["edp"] is not None):
         raise row.fail("layout.ep", "the expert-parallel degree where etp or edp is given", lay["ep"])
     mb, gb = lay["micro_batch"], lay["global_batch"]
     if mb is not None and gb is not None and mb > gb:
