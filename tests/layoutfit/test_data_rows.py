@@ -1,7 +1,9 @@
-"""The layout-resolved rows added from torchtitan's 2025 benchmarks and Megatron-Core's MoE model zoo.
+"""The layout-resolved rows added from torchtitan's 2025 benchmarks, Megatron-Core's MoE model zoo, DeepSeek-V3
+and Korthikanti et al. 2022.
 
 Each check compares the typed rows with a second figure the source prints (a speedup column, a step time beside
-a throughput), so a mistyped number fails; tolerances are the printed figures' rounding.
+a throughput, an MFU beside an iteration time) or with a count we did not write (Narayanan's model FLOPs,
+mcflops.arch's parameter count), so a mistyped number fails; tolerances are the printed figures' rounding.
 """
 
 from __future__ import annotations
