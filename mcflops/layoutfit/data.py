@@ -22,19 +22,22 @@ from mcflops.chain import PUBLISHED
 from mcflops.layout import OVERLAP_FLAGS, RECOMPUTE, SCHEDULES
 
 __all__ = ["KINDS", "LAYOUT_KEYS", "STATUSES", "LayoutDataError", "LayoutRun", "benchmark_rows", "load_layout_runs",
-           "production_rows"]
+           "production_rows", "unfitted_rows"]
 
 SCHEMA = "layout_runs_v1"
 KINDS = ("benchmark", "production")
 STATUSES = ("V", "Vq", "S", "D")
 PRECISIONS = ("bf16", "fp16", "fp8")
-DEGREES = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch")
+DEGREES = ("tp", "pp", "dp", "cp", "ep", "etp", "edp", "vpp", "micro_batch", "global_batch")
 LAYOUT_KEYS = (*DEGREES, "recompute", "schedule", "zero", "fsdp", "sequence_parallel", *OVERLAP_FLAGS)
 ARCH_INTS = ("layers", "d_model", "heads", "kv_heads", "ffn", "vocab", "seq_len")
-ARCH_OPTIONAL = ("experts", "experts_active")
+# mixture-of-experts and attention widths, named as mcflops.arch.Shape names them (absent: a dense row / the usual)
+ARCH_OPTIONAL = ("experts", "experts_active", "moe_ffn", "head_dim", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
+                 "qk_nope_head_dim", "v_head_dim")
+ARCH_COUNTS = ("shared_experts", "dense_layers")  # may be 0
 REQUIRED = ("id", "kind", "series", "model", "architecture", "params", "accelerator", "precision", "count",
             "layout", "measured", "source", "status", "licence", "obtained")
-OPTIONAL = ("notes", "memory_gb")
+OPTIONAL = ("notes", "memory_gb", "fit", "fit_reason")
 MEASURED_FRACTIONS = ("mfu", "hfu")
 MEASURED_POSITIVE = ("tflops_per_gpu", "tokens_per_s_per_gpu", "iteration_time_s")
 _DATA = "layout_runs.yaml"
@@ -65,6 +68,12 @@ class LayoutRun:
     obtained: str
     notes: str = ""
     memory_gb: float | None = None
+    fit: bool = True  # False: kept, but out of the fit and its validation (``fit_reason`` says why)
+    fit_reason: str = ""
+
+    @property
+    def moe(self) -> bool:
+        return bool(self.architecture["experts"])
 
     @property
     def mfu(self) -> float | None:
@@ -108,7 +117,7 @@ class _Row:
 def _architecture(row: _Row, raw: Any) -> Mapping[str, Any]:
     if not isinstance(raw, dict):
         raise row.fail("architecture", "a mapping", raw)
-    unknown = sorted(set(raw) - {*ARCH_INTS, *ARCH_OPTIONAL, "glu", "source"})
+    unknown = sorted(set(raw) - {*ARCH_INTS, *ARCH_OPTIONAL, *ARCH_COUNTS, "glu", "source"})
     if unknown:
         raise row.fail(f"architecture.{unknown[0]}", "a known architecture key", unknown[0])
     out: dict[str, Any] = {}
@@ -118,6 +127,19 @@ def _architecture(row: _Row, raw: Any) -> Mapping[str, Any]:
         out[key] = row.positive_int(raw[key], f"architecture.{key}", nullable=key not in ("layers", "d_model"))
     for key in ARCH_OPTIONAL:
         out[key] = row.positive_int(raw.get(key), f"architecture.{key}")
+    for key in ARCH_COUNTS:
+        value = raw.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise row.fail(f"architecture.{key}", "a non-negative integer", value)
+        out[key] = value
+    if out["experts"] is not None:
+        if out["experts_active"] is None or out["experts_active"] > out["experts"]:
+            raise row.fail("architecture.experts_active", f"an integer in [1, experts ({out['experts']})]",
+                           out["experts_active"])
+        if out["dense_layers"] >= out["layers"]:
+            raise row.fail("architecture.dense_layers", f"fewer than layers ({out['layers']})", out["dense_layers"])
+    elif out["experts_active"] is not None or out["shared_experts"] or out["moe_ffn"] is not None:
+        raise row.fail("architecture.experts", "the routed expert count where any expert field is given", None)
     out["glu"] = row.choice(raw.get("glu"), "architecture.glu", (True, False), nullable=False)
     out["source"] = row.text(raw, "source", "architecture.source")
     return MappingProxyType(out)
@@ -136,12 +158,22 @@ def _layout(row: _Row, raw: Any, count: int) -> Mapping[str, Any]:
         raise row.fail("layout.zero", "one of 0, 1, 2, 3 or null", lay["zero"])
     for key in ("fsdp", "sequence_parallel", *OVERLAP_FLAGS):
         lay[key] = row.choice(raw.get(key), f"layout.{key}", (True, False))
-    # tp*pp*dp*cp is the job (dp counts FSDP/ZeRO shards too); ep lies inside dp*cp, so it divides it.
+    # tp*pp*dp*cp is the job (dp counts FSDP/ZeRO shards too). The expert layers regroup a pipeline stage's
+    # tp*dp*cp ranks as ep x etp x edp (Megatron-Core's MoE parallel folding, Liu et al. 2025, arXiv 2504.14960;
+    # expert_tensor_parallel_size defaults to tensor_model_parallel_size), so ep*etp divides tp*dp*cp,
+    # and with etp unstated (= tp) ep divides dp*cp.
     degrees = [lay[k] for k in ("tp", "pp", "dp", "cp")]
     if None not in degrees and degrees[0] * degrees[1] * degrees[2] * degrees[3] != count:
         raise row.fail("layout", f"tp*pp*dp*cp == count ({count})", "x".join(map(str, degrees)))
-    if lay["ep"] is not None and lay["dp"] is not None and (lay["dp"] * (lay["cp"] or 1)) % lay["ep"]:
-        raise row.fail("layout.ep", "a divisor of dp*cp", lay["ep"])
+    if lay["ep"] is not None and lay["dp"] is not None:
+        tp, etp = lay["tp"] or 1, lay["etp"] or lay["tp"] or 1
+        ranks = tp * lay["dp"] * (lay["cp"] or 1)
+        if ranks % (lay["ep"] * etp):
+            raise row.fail("layout.ep", "ep*etp dividing tp*dp*cp" if lay["etp"] else "a divisor of dp*cp", lay["ep"])
+        if lay["edp"] is not None and lay["ep"] * etp * lay["edp"] != ranks:
+            raise row.fail("layout.edp", f"ep*etp*edp == tp*dp*cp ({ranks})", lay["edp"])
+    elif lay["ep"] is None and (lay["etp"] is not None or lay["edp"] is not None):
+        raise row.fail("layout.ep", "the expert-parallel degree where etp or edp is given", lay["ep"])
     mb, gb = lay["micro_batch"], lay["global_batch"]
     if mb is not None and gb is not None and mb > gb:
         raise row.fail("layout.micro_batch", f"at most global_batch ({gb})", mb)
@@ -195,6 +227,12 @@ def _run(where: str, raw: Any, index: int) -> LayoutRun:
     if active > total:
         raise row.fail("params.active", f"at most params.total ({total:g})", active)
     memory = raw.get("memory_gb")
+    fit = raw.get("fit", True)
+    if not isinstance(fit, bool):
+        raise row.fail("fit", "true or false", fit)
+    reason = str(raw.get("fit_reason") or "")
+    if not fit and not reason.strip():
+        raise row.fail("fit_reason", "why the row is kept out of the fit (a non-empty string)", raw.get("fit_reason"))
     return LayoutRun(
         id=texts["id"], kind=row.choice(raw["kind"], "kind", KINDS, nullable=False), series=texts["series"],
         model=texts["model"], architecture=_architecture(row, raw["architecture"]),
@@ -203,7 +241,7 @@ def _run(where: str, raw: Any, index: int) -> LayoutRun:
         measured=_measured(row, raw["measured"], acc, precision), source=texts["source"],
         status=row.choice(raw["status"], "status", STATUSES, nullable=False), licence=texts["licence"],
         obtained=texts["obtained"], notes=str(raw.get("notes") or ""),
-        memory_gb=None if memory is None else row.positive(memory, "memory_gb"))
+        memory_gb=None if memory is None else row.positive(memory, "memory_gb"), fit=fit, fit_reason=reason)
 
 
 def _read(path: str | Path | None) -> tuple[str, dict]:
@@ -240,10 +278,16 @@ def load_layout_runs(path: str | Path | None = None) -> list[LayoutRun]:
 
 
 def benchmark_rows(path: str | Path | None = None) -> list[LayoutRun]:
-    """The fitting set: rows of kind ``benchmark``."""
-    return [r for r in load_layout_runs(path) if r.kind == "benchmark"]
+    """The fitting set: rows of kind ``benchmark`` the layout model takes (``fit`` not false)."""
+    return [r for r in load_layout_runs(path) if r.kind == "benchmark" and r.fit]
 
 
 def production_rows(path: str | Path | None = None) -> list[LayoutRun]:
-    """The held-out validation set: rows of kind ``production`` (never fitted to)."""
-    return [r for r in load_layout_runs(path) if r.kind == "production"]
+    """The held-out validation set: rows of kind ``production`` (never fitted to) the layout model takes."""
+    return [r for r in load_layout_runs(path) if r.kind == "production" and r.fit]
+
+
+def unfitted_rows(path: str | Path | None = None) -> list[LayoutRun]:
+    """Rows kept out of the fit and its validation (``fit: false``), each with its ``fit_reason``: measured data
+    the current layout model cannot yet take (e.g. mixtures of experts), there for the model that can."""
+    return [r for r in load_layout_runs(path) if not r.fit]
