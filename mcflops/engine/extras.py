@@ -107,7 +107,9 @@ def step(acc: Mapping, fn: Callable, static: tuple, xargs: tuple, key, block, at
     params, lik, lo, inv, thr = xargs
     f32 = jnp.float32
     X, ll = fn(key, params, lik, block, at, sub, *static)
-    X = X.astype(f32)
+    # a barrier materialises the rows (and their log-likelihood) once: XLA would otherwise re-run the draws
+    # inside each of their consumers (the bins, the thresholds' shares, the extremes)
+    X, ll = jax.lax.optimization_barrier((X.astype(f32), ll))
     valid = (at + jnp.arange(sub, dtype=jnp.int32)) < n_valid
     x = acc["x"]
     if ll is None:  # the prior: unit weights, counts exact in float32 (a block's 2^20 draws < 2^24)

@@ -74,6 +74,8 @@ def draw_z(key: jax.Array, model: Model, block, size: int, at=None) -> dict[str,
     (the draws ``run`` makes there), the copula applied; with ``at``, draws at .. at + size - 1 of the block."""
     z = {name: normals(k, (size,)) if at is None else normals_at(k, at, size)
          for name, k in _input_keys(key, model, block).items()}
+    if at is not None:  # a sub-block inside a loop: the scores materialised once, or XLA re-runs the generator
+        z = jax.lax.optimization_barrier(z)  # inside each consumer (a table sampler's gathers and weights)
     return copula.apply(model, z)  # correlations: a Gaussian copula on the z's (identity when none)
 
 
