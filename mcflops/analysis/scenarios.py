@@ -7,8 +7,8 @@ the ratio's, the rest is independent). Between the other scenarios, an input wit
 relation to A takes the earlier scenario's scores, so scenarios that share an input share its draws (common
 random numbers) and a difference between two files is the only thing that moves their ratio.
 
-One pass of the engine (its extra rows, ``engine.extras``) reduces, for every scenario, the histograms of GPU-hours, wall-clock
-days, cost and energy (those the file has) and of the per-draw log ratio of each to A's; P(ratio < 1) and
+One pass of the engine (its extra rows, ``engine.extras``) reduces, for every scenario, the histograms of
+GPU-hours, wall-clock days, cost and energy (those the file has) and of the per-draw log ratio of each to A's; P(ratio < 1) and
 P(done by the deadline) are exact counts of the draws (the pass's thresholds), not read off a histogram.
 
 The deadline question is ``plan``'s (``analysis.plan``): accelerators to finish within D days with probability
