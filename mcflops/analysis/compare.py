@@ -19,8 +19,8 @@ How an uncertain input of B is drawn against the same input of A (its "draws"):
 Each file's own ``correlations:`` copula is applied after, to B's combined scores (which are independent
 standard normals again), so B's joint prior is exactly its file's. One jitted pass evaluates both models and
 reduces the histograms of both outputs and of log(B / A) (the engine's extra rows, ``engine.extras``); with
-``posterior=True`` the pair is weighted by both files' likelihoods (the joint posterior: a shared input learns from both files'
-observations, an independent one from its own file's only).
+``posterior=True`` the pair is weighted by both files' likelihoods (the joint posterior: a shared input learns
+from both files' observations, an independent one from its own file's only).
 """
 
 from __future__ import annotations
