@@ -18,9 +18,9 @@ How an uncertain input of B is drawn against the same input of A (its "draws"):
 
 Each file's own ``correlations:`` copula is applied after, to B's combined scores (which are independent
 standard normals again), so B's joint prior is exactly its file's. One jitted pass evaluates both models and
-reduces the histograms of both outputs and of log(B / A) (``analysis.histpass``); with ``posterior=True``
-the pair is weighted by both files' likelihoods (the joint posterior: a shared input learns from both files'
-observations, an independent one from its own file's only).
+reduces the histograms of both outputs and of log(B / A) (the engine's extra rows, ``engine.extras``); with
+``posterior=True`` the pair is weighted by both files' likelihoods (the joint posterior: a shared input learns
+from both files' observations, an independent one from its own file's only).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcflops import engine
-from mcflops.analysis.histpass import quantiles, reduce
+from mcflops.analysis.plan import weighed
 from mcflops.errors import SpecError, UsageError
 from mcflops.model.compute import Model, build_model, evaluate, outputs
 from mcflops.model.copula import apply as apply_copula
@@ -338,14 +338,15 @@ def compare(spec_a, spec_b, *, output: str = "gpu_hours", samples: int | None = 
     if posterior:
         lik = (engine.build_likelihood(spec_a, ma), engine.build_likelihood(spec_b, mb))
     shift = mb.centers[output] - ma.centers[output]  # log(B/A) = shift + (dB - dA)
-    h = reduce(engine.seed_key(seed) if key is None else key, _compare_rows, params, lik, n, static=(output, plan),
-               thresholds=[0.0, 0.0, -shift], progress=progress)
+    key = engine.seed_key(seed) if key is None else key
+    h = weighed(engine.run_rows(key, engine.extra(key, _compare_rows, params, lik, static=(output, plan),
+                                                  thresholds=[0.0, 0.0, -shift]), n, progress=progress))
 
     def side(spec, m, row):
         return {"name": spec.name, "path": spec.path, "accelerator": spec.hardware.accelerator,
-                **dict(zip(NAMES, np.exp(m.centers[output] + quantiles(h, row, PROBS)).tolist()))}
+                **dict(zip(NAMES, np.exp(m.centers[output] + engine.row_quantiles(h, row, PROBS)).tolist()))}
 
-    ratio = dict(zip(NAMES, np.exp(shift + quantiles(h, 2, PROBS)).tolist()))
+    ratio = dict(zip(NAMES, np.exp(shift + engine.row_quantiles(h, 2, PROBS)).tolist()))
     total = float(h["s0"])
     ratio.update(min=float(np.exp(shift + h["min"][2])), max=float(np.exp(shift + h["max"][2])),
                  prob_b_greater=float(h["above"][2] / total), prob_b_less=float(h["below"][2] / total))

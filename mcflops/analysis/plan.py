@@ -1,9 +1,9 @@
 """Planning: the estimate run backwards, each answer with a probability. Computation only.
 
 The same draws as ``mcflops run`` (engine.draw_z with the run key and the engine's block size) are
-reduced, block by block on the device, to log-space histograms of the planning quantities; every
-answer is a quantile of one of them (Hyndman & Fan 1996 type-4 interpolation of the binned CDF,
-``summary.hist_quantiles``):
+reduced by the engine (as its extra rows, ``engine.extras``: beside a run's own sums, or alone) to log-space
+histograms of the planning quantities; every answer is a quantile of one of them (Hyndman & Fan 1996 type-4
+interpolation of the binned CDF, ``summary.hist_quantiles``):
 
 - accelerators to finish within D days with probability p: ``ceil(q_p(GPU-hours) / (24 D))``
   (wall-clock days = accelerator-hours / count / 24, as in the model: perfect scaling, goodput inside);
@@ -33,7 +33,6 @@ import numpy as np
 
 from mcflops import engine
 from mcflops.analysis import percount
-from mcflops.analysis.histpass import cdf, quantiles, reduce
 from mcflops.errors import SpecError, UsageError
 from mcflops.model.compute import Model, build_model, evaluate
 from mcflops.spec import PlanOptions
@@ -67,40 +66,62 @@ def _plan_rows_at(key, models, lik, block, at, size, with_price: bool):
     return jnp.stack(rows), ll
 
 
-def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, seed: int | None = None,
-         posterior: bool = False, progress: Callable[[int, int], None] | None = None,
-         key: jax.Array | None = None) -> dict[str, Any]:
-    """Answer the planning questions of ``opts`` (default: the file's ``plan:``) from one blocked pass
-    (``key``: in place of ``jax.random.key(seed)``)."""
-    opts = spec.plan if opts is None else opts
-    n = spec.samples if samples is None else int(samples)
-    seed = spec.seed if seed is None else int(seed)
+def weighed(h: dict[str, Any]) -> dict[str, Any]:
+    """The engine's extra rows (``engine.run_rows``), refused when no draw has weight."""
+    if not float(h["s0"]) > 0:
+        raise SpecError("no draw can explain the observations (every likelihood is zero)", field="observe")
+    return h
+
+
+def _setup(spec, opts: PlanOptions, posterior: bool):
+    """(model, likelihood, the rows' function, its params, the rows' models' centres) of a plan."""
     model = build_model(spec)
     lik = None
     if posterior:
         if not spec.observe:
             raise UsageError("needs an `observe:` block in the file", arg="posterior", path=spec.path)
         lik = engine.build_likelihood(spec, model)
+    G = opts.gpus or spec.hardware.count
+    if spec.count_dependent and opts.gpus:
+        refuse_count(spec, G)
+    if spec.count_dependent:  # the hours, the cluster and the budgets at the asked count, what depends on it re-solved
+        at = build_model(percount.spec_at(spec, G)) if G else model
+        return model, lik, _plan_rows_at, (model, at), at.centers
+    return model, lik, _plan_rows, model, model.centers
+
+
+def request(spec, opts: PlanOptions | None = None, *, key: jax.Array, posterior: bool = False) -> engine.Extra:
+    """The rows a plan reads, as the request ``engine.run(..., extra=)`` reduces beside a run's own sums (its
+    ``rows`` then answer :func:`plan` with no pass of its own)."""
+    opts = spec.plan if opts is None else opts
+    _, lik, fn, params, _ = _setup(spec, opts, posterior)
+    return engine.extra(key, fn, params, lik, static=("price" in spec.priors,))
+
+
+def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, seed: int | None = None,
+         posterior: bool = False, progress: Callable[[int, int], None] | None = None,
+         key: jax.Array | None = None, rows: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Answer the planning questions of ``opts`` (default: the file's ``plan:``) from one blocked pass
+    (``key``: in place of ``jax.random.key(seed)``); ``rows``: that pass's rows already reduced (a run's
+    ``sums.rows`` for :func:`request`, on the same key and samples)."""
+    opts = spec.plan if opts is None else opts
+    n = spec.samples if samples is None else int(samples)
+    seed = spec.seed if seed is None else int(seed)
+    model, lik, fn, params, c = _setup(spec, opts, posterior)
     with_price = "price" in spec.priors
     key = engine.seed_key(seed) if key is None else key
     G = opts.gpus or spec.hardware.count
     dep = tuple(spec.count_dependent)
-    if dep and opts.gpus:
-        refuse_count(spec, G)
-    if dep:  # the hours, the cluster and the budgets at the asked count, with what depends on it re-solved there
-        at = build_model(percount.spec_at(spec, G)) if G else model
-        h = reduce(key, _plan_rows_at, (model, at), lik, n, static=(with_price,), progress=progress)
-        c = at.centers
-    else:
-        h = reduce(key, _plan_rows, model, lik, n, static=(with_price,), progress=progress)
-        c = model.centers
+    if rows is None:
+        rows = engine.run_rows(key, engine.extra(key, fn, params, lik, static=(with_price,)), n, progress=progress)
+    h = weighed(rows)
     ch = c["gpu_hours"]
     centres = [ch, ch - c["tokens"]] + ([ch - c["tokens"] + c["price"]] if with_price else [])
     p = opts.prob
     probs = [0.05, 0.25, 0.5, 0.75, 0.9, 0.95, p]
 
     def q(row: int, pr) -> np.ndarray:
-        return np.exp(centres[row] + quantiles(h, row, pr))
+        return np.exp(centres[row] + engine.row_quantiles(h, row, pr))
 
     hq = q(0, probs)
     out: dict[str, Any] = {"name": spec.name, "seed": seed, "samples": n, "prob": p,
@@ -118,15 +139,16 @@ def plan(spec, opts: PlanOptions | None = None, *, samples: int | None = None, s
         exact = hq[-1] / (24.0 * D)
         out["deadline"] = {"days": D, "prob": p, "gpus": int(math.ceil(exact - 1e-9)), "gpus_exact": float(exact),
                            "gpus_p50": int(math.ceil(hq[2] / (24.0 * D) - 1e-9))}
-        lo_c, hi_c = np.exp(centres[0] + quantiles(h, 0, [0.005, 0.999])) / (24.0 * D)
+        lo_c, hi_c = np.exp(centres[0] + engine.row_quantiles(h, 0, [0.005, 0.999])) / (24.0 * D)
         counts = np.unique(np.ceil(np.geomspace(max(lo_c, 1.0), max(hi_c, 2.0), CURVE_POINTS)).astype(np.int64))
         out["curve"] = {"days": D, "gpus": counts.tolist(),
-                        "prob": cdf(h, 0, np.log(24.0 * D * counts) - centres[0]).tolist()}
+                        "prob": engine.row_cdf(h, 0, np.log(24.0 * D * counts) - centres[0]).tolist()}
     if G:
         days = q(0, [0.5, 0.9, p]) / (24.0 * G)
         out["cluster"] = {"gpus": G, "days_p50": float(days[0]), "days_p90": float(days[1]), "days_at_prob": float(days[2])}
         if D is not None:
-            out["cluster"]["prob_within_deadline"] = float(cdf(h, 0, math.log(24.0 * D * G) - centres[0]))
+            within = engine.row_cdf(h, 0, math.log(24.0 * D * G) - centres[0])
+            out["cluster"]["prob_within_deadline"] = float(within)
     if opts.budget_hours is not None:
         hpt = q(1, [0.5, p])
         out["budget_hours"] = {"budget": opts.budget_hours, "prob": p, "tokens": float(opts.budget_hours / hpt[1]),

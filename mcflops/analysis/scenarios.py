@@ -7,8 +7,8 @@ the ratio's, the rest is independent). Between the other scenarios, an input wit
 relation to A takes the earlier scenario's scores, so scenarios that share an input share its draws (common
 random numbers) and a difference between two files is the only thing that moves their ratio.
 
-One jitted pass (``analysis.histpass``) reduces, for every scenario, the histograms of GPU-hours, wall-clock
-days, cost and energy (those the file has) and of the per-draw log ratio of each to A's; P(ratio < 1) and
+One pass of the engine (its extra rows, ``engine.extras``) reduces, for every scenario, the histograms of
+GPU-hours, wall-clock days, cost and energy (those the file has) and of the per-draw log ratio of each to A's; P(ratio < 1) and
 P(done by the deadline) are exact counts of the draws (the pass's thresholds), not read off a histogram.
 
 The deadline question is ``plan``'s (``analysis.plan``): accelerators to finish within D days with probability
@@ -30,7 +30,7 @@ import numpy as np
 
 from mcflops import engine
 from mcflops.analysis import compare as pair
-from mcflops.analysis.histpass import quantiles, reduce
+from mcflops.analysis.plan import weighed
 from mcflops.errors import UsageError
 
 QUANTITIES = ("gpu_hours", "wall_days", "cost", "energy_mwh")
@@ -147,14 +147,15 @@ def scenarios(specs: Sequence[Any], *, samples: int | None = None, seed: int | N
         thr.append(math.log(24.0 * deadline["days"] * G) - c(k, q) if ok else 0.0)
     thr += [-(c(k, q) - c(0, q)) for k, q in ratio]  # log ratio < 0 iff the centred difference < -shift
     lik = tuple(engine.build_likelihood(s, m) for s, m in zip(specs, models)) if posterior else None
-    h = reduce(key, _rows, params, lik, n, static=(plans, (own, ratio)), thresholds=thr, progress=progress)
+    rows_of = engine.extra(key, _rows, params, lik, static=(plans, (own, ratio)), thresholds=thr)
+    h = weighed(engine.run_rows(key, rows_of, n, progress=progress))
     total = float(h["s0"])
     ess = engine.ess(total, float(h["s0w2"])) if posterior else float(n)
     at = {kq: i for i, kq in enumerate(own)}
     at_ratio = {kq: len(own) + i for i, kq in enumerate(ratio)}
 
     def qs(row: int, centre: float) -> dict[str, float]:
-        return dict(zip(pair.NAMES, np.exp(centre + quantiles(h, row, pair.PROBS)).tolist()))
+        return dict(zip(pair.NAMES, np.exp(centre + engine.row_quantiles(h, row, pair.PROBS)).tolist()))
 
     names = tags(len(specs))
     table = []
@@ -206,9 +207,9 @@ def _b_over_a(specs, h, output, ra, rb, rr, centres, rows, models, posterior, n,
 
     def side(spec, centre, row):
         return {"name": spec.name, "path": spec.path, "accelerator": spec.hardware.accelerator,
-                **dict(zip(pair.NAMES, np.exp(centre + quantiles(h, row, pair.PROBS)).tolist()))}
+                **dict(zip(pair.NAMES, np.exp(centre + engine.row_quantiles(h, row, pair.PROBS)).tolist()))}
 
-    ratio = dict(zip(pair.NAMES, np.exp(shift + quantiles(h, rr, pair.PROBS)).tolist()))
+    ratio = dict(zip(pair.NAMES, np.exp(shift + engine.row_quantiles(h, rr, pair.PROBS)).tolist()))
     ratio.update(min=float(np.exp(shift + h["min"][rr])), max=float(np.exp(shift + h["max"][rr])),
                  prob_b_greater=float(h["above"][rr] / total), prob_b_less=float(h["below"][rr] / total))
     step = engine.NBINS // 64  # 64 coarse bins for the figure, as analysis.compare draws them
@@ -245,7 +246,7 @@ def _deadline(spec, h, row: int, centre: float, dl, total: float, ess: float, *,
         out.update(gpus=d.get("gpus"), need_p5=None, need_p50=d.get("gpus_p50"), need_p95=None,
                    method="fixed point")
         return out
-    hq = np.exp(centre + quantiles(h, row, [p, 0.05, 0.5, 0.95])) / (24.0 * D)  # accelerator-days per day
+    hq = np.exp(centre + engine.row_quantiles(h, row, [p, 0.05, 0.5, 0.95])) / (24.0 * D)  # accelerator-days per day
     need = [int(math.ceil(x - 1e-9)) for x in hq]
     out.update(gpus=need[0], gpus_exact=float(hq[0]), need_p5=need[1], need_p50=need[2], need_p95=need[3],
                method="closed form")

@@ -68,9 +68,15 @@ def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior,
     lik = engine.build_likelihood(spec, m)
     key = engine.seed_key(seed) if key is None else key
     say = phase or (lambda name: None)
+    weigh = lik is not None and posterior  # a posterior, and the plan's answers weighted as it is
+    plan_rows = None
+    if spec.plan.written is not None:  # the file's plan: block: its rows reduced in the run's own pass
+        from mcflops.analysis import plan as plan_mod
+
+        plan_rows = plan_mod.request(spec, spec.plan, key=key, posterior=weigh)
     with _alongside(m, sens_opts, key) as background:
         say("compiling")  # the first block is sampled by the program being compiled; progress then counts
-        sums = engine.run(key, m, lik, samples, progress=progress)
+        sums = engine.run(key, m, lik, samples, progress=progress, extra=plan_rows)
         t1 = time.perf_counter()
         prior = summary.summarize(sums, m.centers, "prior")
         for name, dist in spec.priors.items():  # point masses: exact, no sampling error
@@ -91,7 +97,7 @@ def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior,
 
         scope = scope_warnings(spec, sums)  # a published figure in the prior predictive's outer 1%
         post = None
-        if lik is not None and posterior:
+        if weigh:
             from mcflops import inference
             from mcflops.inference import nuts as nuts_mod
 
@@ -109,10 +115,8 @@ def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior,
             sens_out = sens.analyze(key, m, sums, draws, post.draws if post is not None else None, sens_opts,
                                     prior_part=part, mfu_prior=spec.priors.get("mfu"))
         plan_out = None
-        if spec.plan.written is not None:  # the file's plan: block, answered as `mcflops plan` answers it
-            from mcflops.analysis import plan as plan_mod
-
-            plan_out = jsonable(plan_mod.plan(spec, spec.plan, key=key, posterior=post is not None))
+        if plan_rows is not None:  # the file's plan: block, answered as `mcflops plan` answers it
+            plan_out = jsonable(plan_mod.plan(spec, spec.plan, key=key, posterior=weigh, rows=sums.rows))
         # the failures model's degenerate regimes at the file's count (goodput under 0.5, interval far off)
         notes = [x for dep in spec.count_dependent.values() for x in dep.notes()]
         layout_out = _layout(spec, post)

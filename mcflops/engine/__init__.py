@@ -7,9 +7,12 @@ devices share them.
 Importing it changes nothing in JAX: ``setup()`` (one CPU device per core, a multi-host run joined) is an
 explicit call before the first JAX computation; ``mcflops.run`` and the command line make it.
 
-- ``driver``: ``run`` (schedules blocks on the devices, sizes the PSIS tail's pool); ``each_block`` and
-  ``sum_blocks``, the analyses' block loop;
-- ``kernel``: the compiled program that reduces a block to sums; keyed draws (``draw_z``), likelihood;
+- ``driver``: ``run`` (schedules blocks on the devices, sizes the PSIS tail's pool), ``run_rows`` (an
+  analysis's extra rows alone); ``each_block`` and ``sum_blocks``, the block loop of the Sobol, Shapley and per-count passes;
+- ``extras``: the extra rows an analysis asks a pass for (plan's, compare's, the scenarios'), ``extra`` and
+  their readers;
+- ``kernel``: the compiled program that reduces a block to sums; keyed draws (``draw_z``); ``likelihood``:
+  the observations compiled for it;
 - ``tree``: a call's blocks added on the device in fixed groups; ``merge``: adding the groups on the host
   in group order, the PSIS tail and reservoir; ``exact``: what needs no sampling;
 - ``summary``: ``Sums`` and reading them (``ess``, the histograms' CDF and quantiles, moments);
@@ -18,17 +21,19 @@ explicit call before the first JAX computation; ``mcflops.run`` and the command 
 """
 
 from mcflops.engine.devices import mesh, setup
-from mcflops.engine.driver import POOL, POOL_ESS, each_block, pool_subblocks, run, sum_blocks
-from mcflops.engine.kernel import (BLOCK, GPU_BATCH, KEEP, NBINS, SUB, PassShape, Likelihood, build_likelihood, draw_z,
-                                   hist_index, log_likelihood, normals, normals_at)
+from mcflops.engine.driver import POOL, POOL_ESS, each_block, pool_subblocks, run, run_rows, sum_blocks
+from mcflops.engine.extras import Extra, extra, row_cdf, row_quantiles
+from mcflops.engine.kernel import BLOCK, GPU_BATCH, KEEP, NBINS, SUB, PassShape, draw_z, hist_index, normals, normals_at
+from mcflops.engine.likelihood import Likelihood, build_likelihood, log_likelihood
 from mcflops.engine.merge import psis_tail
 from mcflops.engine.programs import Program, program, stop_cache, use_cache
 from mcflops.engine.streams import (COMPARE, GUMBEL, NUTS, PLAN_PILOT, RESAMPLE, SHAPLEY, SOBOL_A, SOBOL_B, SWEEP,
                                     seed_key, stable_id)
 from mcflops.engine.summary import Sums, ess, hist_cdf, hist_cdf_at, hist_quantiles, hist_quantiles_within
 
-__all__ = ["BLOCK", "COMPARE", "GPU_BATCH", "GUMBEL", "KEEP", "NBINS", "NUTS", "PLAN_PILOT", "POOL", "POOL_ESS", "RESAMPLE",
+__all__ = ["BLOCK", "COMPARE", "Extra", "GPU_BATCH", "GUMBEL", "KEEP", "NBINS", "NUTS", "PLAN_PILOT", "POOL", "POOL_ESS", "RESAMPLE",
            "SHAPLEY", "SOBOL_A", "SOBOL_B", "SUB", "SWEEP", "PassShape", "Likelihood", "Sums", "build_likelihood",
-           "draw_z", "each_block", "ess", "hist_cdf", "hist_cdf_at", "hist_index", "hist_quantiles",
+           "draw_z", "each_block", "ess", "extra", "hist_cdf", "hist_cdf_at", "hist_index", "hist_quantiles",
            "hist_quantiles_within", "log_likelihood", "mesh", "normals", "normals_at", "pool_subblocks",
-           "Program", "program", "psis_tail", "stop_cache", "use_cache", "run", "seed_key", "setup", "stable_id", "sum_blocks"]
+           "Program", "program", "psis_tail", "row_cdf", "row_quantiles", "stop_cache", "use_cache", "run", "run_rows",
+           "seed_key", "setup", "stable_id", "sum_blocks"]

@@ -23,8 +23,10 @@ import jax
 import numpy as np
 
 from mcflops.engine.devices import mesh
+from mcflops.engine.extras import Extra
 from mcflops.engine.exact import bin_probabilities, distinct_rows, exp_moments, ranges
-from mcflops.engine.kernel import BLOCK, GPU_BATCH, KEEP, NBINS, SUB, PassShape, Likelihood, make_call
+from mcflops.engine.kernel import BLOCK, GPU_BATCH, KEEP, NBINS, SUB, PassShape, make_call
+from mcflops.engine.likelihood import Likelihood
 from mcflops.engine.merge import _expand, _Merge, psis_tail
 from mcflops.engine import tree
 from mcflops.engine.summary import Sums
@@ -51,6 +53,7 @@ class Pass:
     inv: np.ndarray  # ... with bins of width 1 / inv
     below: jax.Array | None  # the observations' centred logs (the prior's share below each)
     blocks_per_call: int
+    extra: Extra | None = None  # extra rows reduced beside the pass's own (engine.extras)
 
 
 def _per_sub(expected: float, sub: int) -> int:
@@ -84,11 +87,18 @@ def _batch() -> int:
     return 1 if jax.devices()[0].platform == "cpu" else GPU_BATCH
 
 
-def _layout(model: Model, lik, n: int, pool: int, size: int, sub: int, rsub: int, psub: int, widen: int = 1,
-            pfrom: int = 0) -> PassShape:
+def _layout(model: Model | None, lik, n: int, pool: int, size: int, sub: int, rsub: int, psub: int, widen: int = 1,
+            pfrom: int = 0, extra: Extra | None = None) -> PassShape:
     """Static sizes of a pass whose pool (``psub`` sub-blocks per block) holds ``pool`` draws; ``widen``
     scales the per-sub-block top-k (0: keep every draw's key); ``pfrom`` > 0: a pass over the pool
-    sub-blocks pfrom..psub-1 only, selections and weights only (the pool grown after a first pass)."""
+    sub-blocks pfrom..psub-1 only, selections and weights only (the pool grown after a first pass).
+    ``extra``: its rows too; ``model`` None: only them (``psub`` sub-blocks of ``sub`` first all the same, so
+    that weighted rows are the same numbers as beside a run with observations)."""
+    xs = {} if extra is None or pfrom else dict(xfn=extra.fn, xstatic=extra.static, nx=extra.q,
+                                                xweighted=extra.weighted)
+    if model is None:
+        return PassShape(size=size, sub=sub, keep=0, batch=_batch(), psub=psub, rsub=rsub, own=False,
+                         group=tree.group_size(-(-n // size)), **xs)
     rows, _ = distinct_rows(model)
     ktop = kres = 0
     if lik is not None and psub:
@@ -100,7 +110,7 @@ def _layout(model: Model, lik, n: int, pool: int, size: int, sub: int, rsub: int
     first = sub if psub else rsub  # the kept prior draws come from the block's first sub-block
     return PassShape(size=size, sub=sub, rows=rows, sampled=sampled, keep=min(KEEP, first), ktop=ktop, kres=kres,
                   batch=batch, psub=psub if lik is not None else 0, rsub=rsub, pfrom=pfrom, sums=not pfrom,
-                  group=tree.group_size(-(-n // size)))
+                  group=tree.group_size(-(-n // size)), **xs)
 
 
 def _call(lay: PassShape, ndev: int) -> Callable:
@@ -147,6 +157,7 @@ def _pass(p: Pass, lay: PassShape, merge: _Merge, progress: Callable[[int, int],
     n = p.n
     ndev = jax.device_count()
     lo32, inv32 = to_device(p.lo, np.float32), to_device(p.inv, np.float32)
+    xargs = p.extra.args() if p.extra is not None and lay.nx else None
     multi = jax.process_count() > 1
     if multi:
         from jax.experimental import multihost_utils
@@ -182,7 +193,7 @@ def _pass(p: Pass, lay: PassShape, merge: _Merge, progress: Callable[[int, int],
         args = (ids.astype(np.uint32), nv)
         if multi:
             args = tuple(to_global(a) for a in args)
-        out = fn(p.key, p.model, p.lik, lo32, inv32, p.below, *args)
+        out = fn(p.key, p.model, p.lik, lo32, inv32, p.below, xargs, *args)
         if pending is not None:  # overlap: add the previous call's sums while this one runs
             finish(pending)
         held = nv[back] > 0  # blocks past n have no draws (and groups of them only zeros)
@@ -195,15 +206,56 @@ def _pass(p: Pass, lay: PassShape, merge: _Merge, progress: Callable[[int, int],
 def _passes(p: Pass, rsub: int, psub: int, pool: int, widen: int,
             progress: Callable[[int, int], None] | None) -> _Merge:
     """Every block once, each its pool sub-blocks (PSIS tail, reservoir) first: one compiled program."""
-    lay = _layout(p.model, p.lik, p.n, pool, p.size, p.sub, rsub, psub, widen)
+    lay = _layout(p.model, p.lik, p.n, pool, p.size, p.sub, rsub, psub, widen, extra=p.extra)
     merge = _Merge(p.n, lay, p.lik is not None, pool, len(p.lik.names) if p.lik is not None else 0)
     _pass(p, lay, merge, progress)
     return merge
 
 
+def _gpu() -> bool:
+    return jax.devices()[0].platform != "cpu"
+
+
+def _sub(size: int, sub: int | None, weighted: bool) -> int:
+    """The (pool) sub-block size. CPU: sub-blocks that stay in cache, one block at a time. GPU: whole blocks,
+    several side by side (kernels of 2^20 x batch elements); batch is fixed so that sums do not depend on the call
+    size. With observations a block starts with its pool sub-blocks (top-k selections): on a GPU 2^16 draws each."""
+    sub = min(sub or (size if _gpu() and not weighted else (1 << 16) if _gpu() else SUB), size)
+    if size % sub:
+        raise ValueError(f"block size {size} is not a multiple of the sub-block size {sub}")
+    return sub
+
+
+def _rest(size: int, sub: int, psub: int, rsub: int | None, weighted: bool) -> int:
+    """Draws per sub-block after the pool: on a GPU the whole rest of the block at once, on a CPU half-size
+    sub-blocks (no top-k there to amortise, and the posterior's wider intermediates stay in L2)."""
+    if psub * sub >= size or not weighted:
+        return sub
+    if rsub:
+        return rsub
+    return size - psub * sub if _gpu() else sub // 2 if sub % 2 == 0 and sub > 1 else sub
+
+
+def run_rows(key: jax.Array, extra: Extra, n: int, *, blocks_per_call: int | None = None, size: int = BLOCK,
+             sub: int | None = None, rsub: int | None = None,
+             progress: Callable[[int, int], None] | None = None) -> dict:
+    """Only the extra rows of ``extra`` (engine.extras) over n draws in blocks of ``size``: what ``run(...,
+    extra=extra).rows`` holds, in the same blocks, sub-blocks and order (so a weighted row is the same number
+    as beside a run with observations), without the model's own sums. A dict of float64 arrays: ``hist``,
+    ``s0``, ``s0w2``, ``above``, ``below`` (relative to e^log_max), ``lo``, ``width``, ``min``, ``max``, ``n``."""
+    if n < 1:
+        raise ValueError(f"expected at least one draw, got n={n}")
+    sub = _sub(size, sub, extra.weighted)
+    psub, pool = pool_subblocks(n, size, sub) if extra.weighted else (0, n)
+    pas = Pass(key=key, model=None, lik=None, n=n, size=size, sub=sub, lo=np.zeros(0), inv=np.zeros(0), below=None,
+               blocks_per_call=blocks_per_call or (32 if _gpu() else 16), extra=extra)
+    merge = _passes(pas, _rest(size, sub, psub, rsub, extra.weighted), psub, pool, 1, progress)
+    return merge.rows(extra.lo, extra.width)
+
+
 def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_per_call: int | None = None,
         size: int = BLOCK, sub: int | None = None, rsub: int | None = None,
-        progress: Callable[[int, int], None] | None = None) -> Sums:
+        progress: Callable[[int, int], None] | None = None, extra: Extra | None = None) -> Sums:
     """Draw n samples in blocks of ``size`` and return their float64 sums (the engine's one entry point).
 
     ``blocks_per_call`` blocks go to each device per compiled call (default: 16 on CPU, 32 on GPU: fewer,
@@ -212,21 +264,14 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     ``sub`` is the sub-block size (default ``SUB``; with observations that of the pool's sub-blocks, the
     rest of a block in sub-blocks of ``rsub``: by default half that on a CPU, the whole rest on a GPU). None
     changes the draws; the sums are bit-identical for any ``blocks_per_call`` and any number of devices
-    (given ``sub`` and ``rsub``).
+    (given ``sub`` and ``rsub``). ``extra``: rows an analysis asks for besides (engine.extras), reduced in the
+    same program on the same sub-blocks: the result's ``rows`` (as ``run_rows`` gives them).
     """
     if n < 1:
         raise ValueError(f"expected at least one draw, got n={n}")
-    gpu = jax.devices()[0].platform != "cpu"
-    # CPU: sub-blocks that stay in cache, one block at a time. GPU: whole blocks, several side by side
-    # (kernels of 2^20 x batch elements); batch is fixed so that sums do not depend on the call size.
-    # With observations a block starts with its pool sub-blocks (top-k selections): on a GPU 2^16 draws each and
-    # the rest of the block at once; on a CPU half-size sub-blocks after the pool (no top-k there to amortise,
-    # and the posterior's wider intermediates stay in L2).
-    sub = min(sub or (size if gpu and lik is None else (1 << 16) if gpu else SUB), size)
-    if size % sub:
-        raise ValueError(f"block size {size} is not a multiple of the sub-block size {sub}")
+    sub = _sub(size, sub, lik is not None)
     if blocks_per_call is None:
-        blocks_per_call = 32 if gpu else 16
+        blocks_per_call = 32 if _gpu() else 16
     rows, where = distinct_rows(model)
     q = len(rows)
     below = lik.target if lik is not None else None
@@ -235,16 +280,9 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     lo = lo - 0.01 * span  # a margin for float32 rounding
     width = 1.02 * span / NBINS
     pas = Pass(key=key, model=model, lik=lik, n=n, size=size, sub=sub, lo=lo, inv=1.0 / width, below=below,
-               blocks_per_call=blocks_per_call)
+               blocks_per_call=blocks_per_call, extra=extra)
     psub, pool = pool_subblocks(n, size, sub) if lik is not None else (0, n)
-
-    def rest(psub: int) -> int:
-        if psub * sub >= size or lik is None:
-            return sub
-        if rsub:
-            return rsub
-        return size - psub * sub if gpu else sub // 2 if sub % 2 == 0 and sub > 1 else sub
-
+    rest = lambda p: _rest(size, sub, p, rsub, lik is not None)  # noqa: E731
     for widen in (1, 8, 64, 0):  # the per-sub-block top-k sizes are a guess; widen them if one was cut short
         merge = _passes(pas, rest(psub), psub, pool, widen, progress)
         while pool < n and merge.pool_ess < POOL_ESS:
@@ -275,6 +313,8 @@ def run(key: jax.Array, model: Model, lik: Likelihood | None, n: int, *, blocks_
     ix = np.asarray(where)
     sums = Sums(n=n, names=model.names, lo=lo[ix], width=width[ix], prior=_expand(merge.prior, where),
                 first=merge.first[ix][:, : min(KEEP, n)], blocks=-(-n // size))
+    if extra is not None:
+        sums.rows = merge.rows(extra.lo, extra.width)
     sums.extra.update(rows=rows, widened=widen, pool=pool,
                       exact_moments=frozenset(name for r, name in enumerate(rows) if r not in lay.sampled))
     if lik is not None:

@@ -1,5 +1,5 @@
-"""The engine's device side: keyed standard normals, the observations' log-likelihood, and the one
-compiled program that reduces blocks of draws to fixed-size sums.
+"""The engine's device side: keyed standard normals and the one compiled program that reduces blocks of
+draws to fixed-size sums (the observations' log-likelihood: ``likelihood.py``; extra rows: ``extras.py``).
 
 Keying. Input ``x`` in block ``b`` draws ``normals(fold_in(fold_in(key, crc32(x)), b), (size,))``
 (``_rng``: element i from counter i, so any slice can be made on its own). ``draw_z`` gives the
@@ -18,27 +18,28 @@ the device in fixed groups (``tree.py``), so the host adds one set of sums per g
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcflops.engine import extras
 from mcflops.engine import rng as _rng
 from mcflops.engine.devices import mesh
+from mcflops.engine.likelihood import Likelihood, log_likelihood
+from mcflops.engine.extras import weights as _weights
 from mcflops.engine.programs import program
 from mcflops.engine.streams import GUMBEL, stable_id
 from mcflops.engine import tree
+from mcflops.engine.summary import NBINS
 from mcflops.engine.tree import fields
-from mcflops.model import copula, to_device
+from mcflops.model import copula
 from mcflops.model.compute import Model, outputs
-from mcflops.spec import Spec
 
 BLOCK = 1 << 20  # draws per keyed block (part of the algorithm: changing it changes the draws)
 SUB = 1 << 14  # draws per sub-block on a CPU (a loop inside the block: intermediates stay in L2; larger ones spill)
-NBINS = 4096  # histogram bins per quantity (+ one underflow and one overflow bin)
 KEEP = 4000  # draws kept for plots and ArviZ (prior: the first KEEP; posterior: a weighted reservoir)
 GPU_BATCH = 8  # blocks vmapped side by side on a GPU
 GROUP = 16  # the exact per-sub-block top-k first picks groups of GROUP draws by their maxima
@@ -73,56 +74,9 @@ def draw_z(key: jax.Array, model: Model, block, size: int, at=None) -> dict[str,
     (the draws ``run`` makes there), the copula applied; with ``at``, draws at .. at + size - 1 of the block."""
     z = {name: normals(k, (size,)) if at is None else normals_at(k, at, size)
          for name, k in _input_keys(key, model, block).items()}
+    if at is not None:  # a sub-block inside a loop: the scores materialised once, or XLA re-runs the generator
+        z = jax.lax.optimization_barrier(z)  # inside each consumer (a table sampler's gathers and weights)
     return copula.apply(model, z)  # correlations: a Gaussian copula on the z's (identity when none)
-
-
-# ---------------------------------------------------------------------------------------------- observations
-
-@dataclass(frozen=True)
-class Likelihood:
-    """Observations compiled for the kernel. Static: what is observed and how; leaves: the numbers."""
-
-    names: tuple[str, ...]
-    kinds: tuple[str, ...]  # lognormal | normal | between
-    target: jax.Array  # centred log of the observed value (lognormal/normal)
-    scale: jax.Array  # sigma of log (lognormal) or value/sd (normal)
-    low: jax.Array  # between: centred log bounds
-    high: jax.Array
-
-
-jax.tree_util.register_dataclass(Likelihood, data_fields=["target", "scale", "low", "high"],
-                                 meta_fields=["names", "kinds"])
-
-
-def build_likelihood(spec: Spec, model: Model) -> Likelihood | None:
-    if not spec.observe:
-        return None
-    t, s, lo, hi = [], [], [], []
-    for name, o in spec.observe.items():
-        c = model.centers[name]
-        if o.noise == "between":
-            t.append(0.0), s.append(1.0)
-            lo.append(math.log(o.low) - c if o.low > 0 else -np.inf), hi.append(math.log(o.high) - c)
-        else:
-            t.append(math.log(o.value) - c)
-            s.append(o.scale if o.noise == "lognormal" else o.value / o.scale)
-            lo.append(0.0), hi.append(0.0)
-    return Likelihood(tuple(spec.observe), tuple(o.noise for o in spec.observe.values()),
-                      *(to_device(x, np.float32) for x in (t, s, lo, hi)))
-
-
-def log_likelihood(lik: Likelihood, v: Mapping[str, jax.Array]) -> jax.Array:
-    """Sum of the observations' log-likelihoods (up to constants) for each draw."""
-    total = 0.0
-    for i, (name, kind) in enumerate(zip(lik.names, lik.kinds)):
-        d = v[name]
-        if kind == "lognormal":  # log(observed) ~ Normal(log q, sigma)
-            total = total - 0.5 * jnp.square((d - lik.target[i]) / lik.scale[i])
-        elif kind == "normal":  # observed ~ Normal(q, sd): (q - v)/sd = (v/sd)(e^{d-t} - 1)
-            total = total - 0.5 * jnp.square(lik.scale[i] * jnp.expm1(d - lik.target[i]))
-        else:  # uniform likelihood on [low, high]
-            total = total + jnp.where((d >= lik.low[i]) & (d <= lik.high[i]), 0.0, -jnp.inf)
-    return total
 
 
 # ---------------------------------------------------------------------------------------------- the program
@@ -149,6 +103,11 @@ class PassShape:
     pfrom: int = 0  # with sums=False: the pool sub-blocks pfrom..psub-1 of every block (a grown pool's new part)
     sums: bool = True  # False: only the PSIS tail, the reservoir and the pool's weights (no moments, histograms)
     group: int = 1  # blocks a device adds before the host does (tree.group_size of the run's blocks)
+    own: bool = True  # False: the extra rows only (engine.run_rows), none of the model's own sums
+    xfn: Callable | None = None  # the extra rows' function and its static arguments (engine.extras)
+    xstatic: tuple = ()
+    nx: int = 0  # extra rows reduced beside the pass's own
+    xweighted: bool = False  # whether they are weighted by their own likelihood
 
     @property
     def nsub(self) -> int:
@@ -215,18 +174,6 @@ def _draw(model: Model, rows, names, ks, at, sub: int, n_valid):
     return W, v, valid, D
 
 
-W_FLOOR = -40.0  # log-weights this far below the running maximum count as 0 (see _weights)
-
-
-def _weights(ll, m, ok):
-    """Importance weights relative to the running maximum m (also the factor that rescales earlier sums when
-    m grows), those under e^W_FLOOR set to 0: their squares and products would be float32 subnormals, which
-    x86 handles far slower (a sharp observation makes many of them), and all of them together weigh under
-    n e^-40 = 4e-8 (n = 1e10) of the largest."""
-    r = ll - jnp.where(ok, m, 0.0)
-    return jnp.where(r > W_FLOOR, jnp.exp(r), 0.0)
-
-
 def _select(acc: dict, i, ll, gumbel_words, D, lay: PassShape) -> dict:
     """Slot i of the PSIS tail (the ktop largest log-likelihoods) and of the reservoir (the kres largest
     ll + Gumbel keys, with their draws)."""
@@ -269,10 +216,11 @@ def _select_block(model: Model, lik: Likelihood, n_valid, lay: PassShape, K, nam
     return acc
 
 
-def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_valid, lay: PassShape):
-    """Reduce one block of draws to fixed-size sums (on the device, under jit)."""
+def _block(key, model: Model | None, lik: Likelihood | None, lo, inv, below, xargs, block, n_valid, lay: PassShape):
+    """Reduce one block of draws to fixed-size sums (on the device, under jit): the model's own (``lay.own``)
+    and the extra rows (``lay.nx``; ``xargs``: their arguments, engine.extras)."""
     q, nb = len(lay.rows), lay.nbins
-    names = tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const")
+    names = tuple(n for n, s in zip(model.inputs, model.samplers) if s.kind != "const") if lay.own else ()
     pool = lik is not None and lay.psub > 0  # the block starts with pool sub-blocks (PSIS tail, reservoir)
     ids = [stable_id(n) for n in names] + ([GUMBEL] if pool else [])
     K = None
@@ -286,8 +234,10 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
     mom0 = {"s0": jnp.zeros((), f32), "s1d": zq, "s2d": zq, "s1y": zq, "s2y": zq, "cross": jnp.zeros((q, q), f32)}
     hs = len(lay.sampled)
     zs = jnp.zeros((hs,), f32)  # the prior's e^d sums: sampled rows only (inputs' are known exactly)
-    acc = {"prior": {**mom0, "s1y": zs, "s2y": zs, "hist": jnp.zeros((hs * (nb + 2),), f32)},
-           "first": jnp.zeros((q, lay.keep), f32)}
+    acc = extras.init(lay.nx, nb, lay.xweighted) if lay.nx else {}
+    if lay.own:
+        acc.update(prior={**mom0, "s1y": zs, "s2y": zs, "hist": jnp.zeros((hs * (nb + 2),), f32)},
+                   first=jnp.zeros((q, lay.keep), f32))
     if lik is not None:
         no = len(lik.names)
         acc.update(post={**mom0, "hist": jnp.zeros((q * (nb + 2),), f32), "s0w2": jnp.zeros((), f32)},
@@ -303,6 +253,13 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
         ks = K if select or K is None else K[: len(names)]
 
         def body(s, acc):
+            new = own(s, acc) if lay.own else dict(acc)
+            if lay.nx:  # the extra rows, on the same sub-block's draws
+                new.update(extras.step(acc, lay.xfn, lay.xstatic, xargs, key, block, start + s * sub, sub, n_valid,
+                                       hist_index, nb))
+            return new
+
+        def own(s, acc):
             at = start + s * sub  # the sub-block's first draw in the block
             W, v, valid, D = _draw(model, lay.rows, names, ks, at, sub, n_valid)
             w0 = valid.astype(f32)
@@ -353,15 +310,19 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
         return body
 
     start = 0
-    if pool:  # the pool's sub-blocks (only those that hold draws run), then a snapshot of its weights' sums
+    if lay.psub:  # the pool's sub-blocks (only those that hold draws run), then a snapshot of its weights' sums
         npool = jnp.minimum((n_valid + (lay.sub - 1)) // lay.sub, lay.psub)
-        acc = jax.lax.fori_loop(0, npool, make_body(0, lay.sub, True, lay.keep > 0), acc)
-        acc["pool"] = jnp.stack([acc["post"]["s0"], acc["post"]["s0w2"], acc["m"]])
+        acc = jax.lax.fori_loop(0, npool, make_body(0, lay.sub, pool, lay.keep > 0), acc)
+        if pool:
+            acc["pool"] = jnp.stack([acc["post"]["s0"], acc["post"]["s0w2"], acc["m"]])
         start = lay.psub * lay.sub
     if start < lay.size:
         nrest = (jnp.maximum(n_valid - start, 0) + (lay.rsub - 1)) // lay.rsub
         acc = jax.lax.fori_loop(0, nrest, make_body(start, lay.rsub, False, lay.keep > 0 and not pool), acc)
-    acc["prior"]["hist"] = acc["prior"]["hist"].reshape(hs, nb + 2)
+    if lay.own:
+        acc["prior"]["hist"] = acc["prior"]["hist"].reshape(hs, nb + 2)
+    if lay.nx:
+        acc["x"]["hist"] = acc["x"]["hist"].reshape(lay.nx, nb + 2)
     if "post" in acc:
         acc["post"]["hist"] = acc["post"]["hist"].reshape(q, nb + 2)
     return acc
@@ -369,15 +330,16 @@ def _block(key, model: Model, lik: Likelihood | None, lo, inv, below, block, n_v
 
 def sum_fields(lay: PassShape, lik: Likelihood | None) -> dict:
     """The sections of sums a block of this pass adds (``tree.fields``)."""
-    return fields(len(lay.rows), len(lay.sampled), lay.nbins, len(lik.names) if lik is not None else 0)
+    return fields(len(lay.rows), len(lay.sampled), lay.nbins, len(lik.names) if lik is not None else 0, nx=lay.nx,
+                  own=lay.own)
 
 
 def make_call(lay: PassShape, ndev: int):
     """The compiled program of a pass: each device reduces its blocks (a whole number of groups, in group
     order) to one set of sums per group (``tree.reduce_groups``); the selections stay per block."""
 
-    def local(key, model, lik, lo, inv, below, blocks, n_valid):
-        acc = jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, a[0], a[1], lay),
+    def local(key, model, lik, lo, inv, below, xargs, blocks, n_valid):
+        acc = jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, xargs, a[0], a[1], lay),
                           (blocks, n_valid), batch_size=lay.batch if lay.batch > 1 else None)
         return tree.reduce_groups(acc, sum_fields(lay, lik), lay.group)
 
@@ -385,6 +347,6 @@ def make_call(lay: PassShape, ndev: int):
         return program(local, token=(lay, ndev))
     from jax.sharding import PartitionSpec as P
 
-    sharded = jax.shard_map(local, mesh=mesh(), in_specs=(P(),) * 6 + (P("blocks"), P("blocks")),
+    sharded = jax.shard_map(local, mesh=mesh(), in_specs=(P(),) * 7 + (P("blocks"), P("blocks")),
                             out_specs=P("blocks"), check_vma=False)
     return program(sharded, token=(lay, ndev))

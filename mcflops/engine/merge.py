@@ -28,12 +28,11 @@ class _Merge:
 
     def __init__(self, n: int, lay: PassShape, posterior: bool, pool: int, nobs: int = 0):
         self.n, self.lay, self.posterior, self.pool = n, lay, posterior, pool
-        self.fields = fields(len(lay.rows), len(lay.sampled), lay.nbins, nobs)
-        post = self.fields.get("post", {})
-        self._sq = np.flatnonzero(np.concatenate([np.full(math.prod(s), k == "s0w2") for k, s in post.items()])) \
-            if post else None  # where s0w2 sits in the posterior's vector
-        self._add = self._post = self._sections = None  # the sections' float64 sums (tree.fields)
-        self.log_max = -np.inf
+        self.fields = fields(len(lay.rows), len(lay.sampled), lay.nbins, nobs, nx=lay.nx, own=lay.own)
+        self._add = self._sections = None  # the sections' float64 sums (tree.fields)
+        self._post = _Rescaled(self.fields.get("post", {}))
+        self._x = _Rescaled(self.fields.get("x", {}))  # the extra rows' (engine.extras)
+        self.xmin = self.xmax = None
         self.first = None
         self.m_top_cap = psis_tail(n) + 1  # the tail is cut to the pool's psis_tail only when read: a pool may grow
         self.pool_w = np.zeros(2)  # the pool's sum w and sum w^2, relative to pool_max (its ESS: pool_ess)
@@ -45,6 +44,10 @@ class _Merge:
         self.cut_top = self.cut_res = -np.inf  # the largest k-th value of a sub-block that was cut
         self._pending: list[tuple[np.ndarray, ...]] = []  # blocks' tail and reservoir candidates not yet folded in
         self._npending = 0
+
+    @property
+    def log_max(self) -> float:
+        return self._post.log_max
 
     @property
     def pool_ess(self) -> float:
@@ -77,8 +80,10 @@ class _Merge:
         draws: ``n_valid`` each). ``lay``: the layout of the call, when not ``self.lay``."""
         lay = self.lay if lay is None else lay
         for j in groups:
-            if lay.sums:
+            if lay.sums and lay.own:
                 self._add_sums(out, j)
+            if lay.sums and lay.nx:
+                self._add_rows(out, j)
             if self.posterior and "pool" in out:
                 self._add_pool_weights(np.asarray(out["pool"][j], np.float64))
         if self.posterior and "top" in out and len(blocks):
@@ -94,25 +99,23 @@ class _Merge:
         else:
             np.add(self._add, add[0], out=self._add, dtype=np.float64)
             np.add(self._add, add[1], out=self._add, dtype=np.float64)
-        if not self.posterior:
-            return
-        m = float(out["m"][j])
-        if not np.isfinite(m):
-            return
-        post = _pair(out["post"][j])
-        if self._post is None:
-            self._post, self.log_max = post, m
-            return
-        new_max = max(m, self.log_max)
-        a, c = math.exp(self.log_max - new_max), math.exp(m - new_max)
-        if a != 1.0:
-            self._post *= a
-            self._post[self._sq] *= a  # the sum of squared weights scales by a^2
-        if c != 1.0:
-            post *= c
-            post[self._sq] *= c
-        self._post += post
-        self.log_max = new_max
+        if self.posterior:
+            self._post.add(out["post"][j], float(out["m"][j]))
+
+    def _add_rows(self, out: dict, j: int) -> None:
+        """One group's extra rows: their sums (rescaled to the running maximum) and extremes."""
+        self._x.add(out["x"][j], float(out["xm"][j]))
+        lo, hi = np.asarray(out["xmin"][j], np.float64), np.asarray(out["xmax"][j], np.float64)
+        self.xmin = lo if self.xmin is None else np.minimum(self.xmin, lo)
+        self.xmax = hi if self.xmax is None else np.maximum(self.xmax, hi)
+
+    def rows(self, lo: np.ndarray, width: np.ndarray) -> dict:
+        """The extra rows' sums by field (float64, relative to e^log_max; all 0 when no draw had weight), their
+        bins (``lo``, ``width``) and extremes."""
+        out = split(self._x.vec, self.fields["x"]) if self._x.vec is not None else \
+            {k: np.zeros(s) for k, s in self.fields["x"].items()}
+        return {**out, "lo": lo, "width": width, "min": self.xmin, "max": self.xmax, "n": self.n,
+                "log_max": self._x.log_max}
 
     def _add_pool_weights(self, pool: np.ndarray) -> None:
         """A group's pool weights: [hi, lo] x [s0, s0w2, m] (m's lo is 0)."""
@@ -129,7 +132,7 @@ class _Merge:
             add = split(self._add, self.fields["add"])
             self._sections = {"prior": {k: v for k, v in add.items() if k not in ("below", "inside")},
                               "below": add.get("below"), "inside": add.get("inside"),
-                              "post": split(self._post, self.fields["post"]) if self._post is not None else None}
+                              "post": None if self._post.vec is None else split(self._post.vec, self.fields["post"])}
         return self._sections
 
     @property
@@ -193,6 +196,35 @@ class _Merge:
         keys = self.res["key"]
         ok_res = self.cut_res == -np.inf or (keys.size >= min(KEEP, self.pool) and self.cut_res < keys[-1])
         return bool(ok_top and ok_res)
+
+
+class _Rescaled:
+    """A section of group sums relative to each group's maximum log-likelihood, added in group order (float64)
+    relative to the running maximum ``log_max`` (its sum of squared weights rescaled by the square)."""
+
+    def __init__(self, shapes: dict[str, tuple[int, ...]]):
+        self.vec: np.ndarray | None = None
+        self.log_max = -np.inf
+        self._sq = np.flatnonzero(np.concatenate([np.full(math.prod(s), k == "s0w2") for k, s in shapes.items()])) \
+            if shapes else None  # where s0w2 sits in the section's vector
+
+    def add(self, pair, m: float) -> None:
+        if not np.isfinite(m):
+            return
+        vec = _pair(pair)
+        if self.vec is None:
+            self.vec, self.log_max = vec, m
+            return
+        new_max = max(m, self.log_max)
+        a, c = math.exp(self.log_max - new_max), math.exp(m - new_max)
+        if a != 1.0:
+            self.vec *= a
+            self.vec[self._sq] *= a  # the sum of squared weights scales by a^2
+        if c != 1.0:
+            vec *= c
+            vec[self._sq] *= c
+        self.vec += vec
+        self.log_max = new_max
 
 
 def _largest(x: np.ndarray, k: int) -> np.ndarray:

@@ -18,7 +18,7 @@ SOBOL_B = 0x5A1E_0B  # Saltelli's matrix B (analysis.sensitivity)
 SHAPLEY = 0x5A1E_5B  # the Shapley effects' permutations and conditional draws (analysis.shapley)
 SWEEP = 0x5A1E_05  # the one-input sweeps' fan of draws (analysis.local)
 COMPARE = 0x5A1E_C0  # compare's second file: the draws of its inputs not shared with the first (analysis.compare)
-PLAN_PILOT = 0x91A4_0001  # the planning pass's pilot draws, which set its histogram ranges (analysis.histpass; 32 bits)
+PLAN_PILOT = 0x91A4_0001  # the planning pass's pilot draws, which set its histogram ranges (engine.extras; 32 bits)
 
 FIXED = {"GUMBEL": GUMBEL, "RESAMPLE": RESAMPLE, "NUTS": NUTS, "SOBOL_A": SOBOL_A, "SOBOL_B": SOBOL_B,
          "SHAPLEY": SHAPLEY, "SWEEP": SWEEP, "COMPARE": COMPARE,

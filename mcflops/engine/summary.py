@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+NBINS = 4096  # histogram bins per quantity (+ one underflow and one overflow bin): every histogram of a pass
 QUANTILES = {"p5": 0.05, "p25": 0.25, "p50": 0.5, "p75": 0.75, "p95": 0.95}
 
 
@@ -34,6 +35,7 @@ class Sums:
     pool: int = 0  # draws the PSIS tail and the reservoir are taken from (engine.pool_subblocks)
     reservoir: dict[str, np.ndarray] | None = None
     blocks: int = 0
+    rows: dict | None = None  # the extra rows an analysis asked for (engine.run's extra=; engine.run_rows)
     extra: dict = field(default_factory=dict)
 
 

@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcflops.engine import extras
+
 GROUP_BLOCKS = 16  # the most blocks per group (the tree's depth is then 4): 1e10 draws are 597 groups
 MIN_GROUPS = 64  # groups a run has at least (when it has the blocks): 8 devices get 8 groups each or more
 SELECTIONS = ("top", "rkey", "rll", "rD")  # per block, in block order: merged on the host (ties by draw order)
@@ -66,16 +68,21 @@ def _rescale(m: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.where(ok, jnp.exp(m - jnp.where(ok, top[:, None], 0.0)), 0.0), top
 
 
-def fields(q: int, sampled: int, nbins: int, nobs: int) -> dict[str, dict[str, tuple[int, ...]]]:
+def fields(q: int, sampled: int, nbins: int, nobs: int, nx: int = 0,
+           own: bool = True) -> dict[str, dict[str, tuple[int, ...]]]:
     """The sums a block adds, by section, with their shapes (q distinct rows, ``sampled`` of them with a
-    counted prior histogram, nobs observations): "add" (the prior's sums and the observations' prior
-    shares, added as they are) and "post" (the importance-weighted sums, rescaled). The device sends each
-    section as one vector, its fields in this order (``reduce_groups``); ``split`` undoes it."""
+    counted prior histogram, nobs observations, nx extra rows): "add" (the prior's sums and the observations'
+    prior shares, added as they are), "post" (the importance-weighted sums, rescaled) and "x" (the extra rows',
+    engine.extras: rescaled to their own maximum, which is 0 for the prior's). ``own`` False: the extra rows'
+    only. The device sends each section as one vector, its fields in this order (``reduce_groups``); ``split``
+    undoes it."""
     mom = lambda ny: {"cross": (q, q), "s0": (), "s1d": (q,), "s1y": (ny,), "s2d": (q,), "s2y": (ny,)}
-    out = {"add": {**mom(sampled), "hist": (sampled, nbins + 2)}}
-    if nobs:
+    out = {"add": {**mom(sampled), "hist": (sampled, nbins + 2)}} if own else {}
+    if nobs and own:
         out["add"].update(below=(nobs,), inside=(nobs,))
         out["post"] = {**mom(q), "hist": (q, nbins + 2), "s0w2": ()}
+    if nx:
+        out["x"] = extras.fields(nx, nbins)
     return out
 
 
@@ -123,10 +130,19 @@ def reduce_groups(acc: dict, shapes: dict[str, dict[str, tuple[int, ...]]], g: i
             parts.update(below=grouped(acc["below"]), inside=grouped(acc["inside"]))
         out["add"] = compensated_sum(_flat(parts, shapes["add"]))
         out["first"] = grouped(acc["first"])[:, 0]  # the kept prior draws come from block 0 only
-    if "post" in acc:
-        f, top = _rescale(grouped(acc["m"]))
-        post = _flat({k: grouped(v) for k, v in acc["post"].items()}, shapes["post"])
-        sq = np.asarray([k == "s0w2" for k in shapes["post"] for _ in range(math.prod(shapes["post"][k]))])
-        out["post"] = compensated_sum(post * jnp.where(sq, (f * f)[..., None], f[..., None]))
-        out["m"] = top
+    for sec, m in (("post", "m"), ("x", "xm")):
+        if sec in acc:
+            out[sec], out[m] = _rescaled_sum({k: grouped(v) for k, v in acc[sec].items()}, grouped(acc[m]),
+                                             shapes[sec])
+    if "x" in acc:  # the extra rows' least and largest draws
+        out["xmin"], out["xmax"] = jnp.min(grouped(acc["xmin"]), axis=1), jnp.max(grouped(acc["xmax"]), axis=1)
     return out
+
+
+def _rescaled_sum(parts: dict, m: jax.Array, shapes: dict) -> tuple[jax.Array, jax.Array]:
+    """A section of sums relative to each block's maximum ``m`` [groups, G] -> its group sums relative to the
+    group's maximum (the sum of squared weights rescaled by the square), and that maximum."""
+    f, top = _rescale(m)
+    vec = _flat(parts, shapes)
+    sq = np.asarray([k == "s0w2" for k in shapes for _ in range(math.prod(shapes[k]))])
+    return compensated_sum(vec * jnp.where(sq, (f * f)[..., None], f[..., None])), top

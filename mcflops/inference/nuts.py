@@ -34,7 +34,7 @@ import numpy as np
 from mcflops.model import copula
 from mcflops.model.samplers import z_grid
 from mcflops.engine import streams
-from mcflops.engine.kernel import Likelihood, log_likelihood
+from mcflops.engine.likelihood import Likelihood, log_likelihood
 from mcflops.errors import SpecError
 from mcflops.model.compute import Model, evaluate
 

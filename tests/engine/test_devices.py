@@ -1,6 +1,7 @@
 """The engine's scheduling does not change its numbers, and its reductions match brute force.
 
-- Bit for bit: 1 or 8 (forced host) devices, 1 or 32 blocks per call: every sum is identical.
+- Bit for bit: 1 or 8 (forced host) devices, 1 or 32 blocks per call: every sum is identical, the extra
+  rows an analysis asks for (engine.extras) too.
 - Quantiles from the histograms against ``np.quantile`` of the very same draws (2^20 of them):
   within 0.2% relative.
 - The largest log-likelihoods (PSIS tail) and the Gumbel-top-k reservoir against a brute-force
@@ -49,13 +50,17 @@ _CHILD = textwrap.dedent("""
     lik = engine.build_likelihood(spec, m)
     out = {"devices": jax.device_count()}
     driver.POOL = int(sys.argv[3])  # the PSIS tail and reservoir pool ends inside the run
+    from mcflops.analysis import plan as plan_mod  # extra rows beside the run's own: a plan's, weighted
+    extra = plan_mod.request(spec, key=jax.random.key(11), posterior=True)
     for bpc in (1, 32):
-        s = engine.run(jax.random.key(11), m, lik, int(sys.argv[2]), size=1 << 12, sub=1 << 10, blocks_per_call=bpc)
+        s = engine.run(jax.random.key(11), m, lik, int(sys.argv[2]), size=1 << 12, sub=1 << 10, blocks_per_call=bpc,
+                       extra=extra)
         flat = {"lo": s.lo, "width": s.width, "first": s.first, "top": s.top, "below": s.below,
                 "inside": s.inside, "log_max": np.float64(s.log_max)}
         flat.update({"prior." + k: v for k, v in s.prior.items()})
         flat.update({"post." + k: v for k, v in s.post.items()})
         flat.update({"res." + k: v for k, v in s.reservoir.items()})
+        flat.update({"rows." + k: v for k, v in s.rows.items()})
         out[bpc] = {k: np.asarray(v, np.float64).tobytes().hex() for k, v in flat.items()}
     print(json.dumps(out))
 """)
