@@ -64,7 +64,7 @@ def test_validate_holds_out_each_series_and_scores_its_rows(runs):
     out = pilots.validate(0, lh.Settings(1, 50, 50, 5), series=(SMALL, "llama3-405b"), refit=refit)
     assert seen == [{r.id for r in runs if r.series == SMALL}, set()]  # a production series is never in a fit
     s = out["series"][0]
-    assert s["held_out"] == 2 and s["fit_rows"] == len([r for r in runs if r.kind == "benchmark"]) - 2
+    assert s["held_out"] == 2 and s["fit_rows"] == len([r for r in runs if r.kind == "benchmark" and r.fit]) - 2
     rows = [r for x in out["series"] for r in x["rows"]]
     assert out["pooled"]["rows"] == len(rows) == 1 + 2
     expect = lh.scores([r["y"] for r in rows], [r["p5"] for r in rows], [r["p50"] for r in rows],
