@@ -6,8 +6,11 @@ processes the global batch ``B`` sequences of ``s`` tokens in ``m = B / (dp b)``
     T0      = F B s / (n P)                           model FLOPs at peak (F: training FLOPs per token, causal
                                                       attention, counted from the architecture: mcflops.arch)
     T_c     = T0 rho / (eta g u)                       compute: rho the recompute's hardware/model FLOPs,
-                                                      eta the large-GEMM efficiency (a prior), g the shape's
-                                                      share, u = min(1, m) the replicas with a micro-batch
+                                                      eta the GEMM efficiency (a prior at 128 GFLOP, its
+                                                      logit rising with the largest GEMM's log size at the
+                                                      slope gemm_shape: gemm_efficiency), g the small
+                                                      GEMMs' share, u = min(1, m) the replicas with a
+                                                      micro-batch
     T_step  = (T_c (1 + beta) + X) (1 + q)             bubble beta, exposed communication X, stragglers q
     X       = sum_k  x_k C_k                 (class k on the critical path: not overlapped)
                    | h(x_k C_k - w_k T_c)    (overlapped with a window of compute w_k T_c: the hinge h below)
@@ -85,6 +88,22 @@ PARAM_BYTES = 2
 _GEMM_POINTS = ((0.0625e9, 0.10), (1e9, 0.60), (16e9, 0.90), (128e9, 0.95))
 
 
+# the GEMM size the efficiency prior ``gemm`` refers to: Calculon's top bin, where its curve stops rising
+GEMM_REF = 128e9
+
+
+def gemm_efficiency(xp, gemm, kappa, log_op):
+    """eta past Calculon's curve: logit eta = logit gemm + kappa log(op / GEMM_REF), ``log_op`` the largest
+    GEMM's log size over :data:`GEMM_REF`. Why it keeps rising past 128 GFLOP: a GEMM's arithmetic intensity
+    grows with its smallest dimension (the roofline, Williams et al. 2009, "Roofline", CACM 52(4)) and the last
+    wave of thread blocks on the SMs is a smaller share of a larger GEMM (NVIDIA, "Matrix Multiplication
+    Background User's Guide", 2023: tile and wave quantization), so the model width, the tokens per micro-batch
+    and the tp split all move it. The slope kappa (>= 0, ``gemm_shape``) is a prior fitted on the benchmark
+    rows (mcflops.layoutfit); at kappa 0 the shape enters through ``g`` alone. ``xp``: numpy or jax.numpy."""
+    logit = xp.log(gemm) - xp.log1p(-gemm) + kappa * log_op
+    return 1.0 / (1.0 + xp.exp(-logit))
+
+
 def gemm_shape_share(op_flops) -> np.ndarray:
     """``g``: a GEMM of ``op_flops`` FLOPs relative to a large one (1 at >= 128 GFLOP)."""
     x = np.log(np.maximum(np.asarray(op_flops, float), 1.0))
@@ -138,6 +157,7 @@ class Terms:
     window: Mapping[str, float]  # the overlapped classes' windows, as shares of the compute time T_c
     straggler_scale: float  # sqrt(2 ln n): q = cv x this
     detail: Mapping[str, Any] = field(default_factory=dict)
+    log_op: float = 0.0  # log(largest GEMM's FLOPs / GEMM_REF): gemm_shape's lever
 
 
 def problem(layout: Layout, shape, count: int) -> tuple[str | None, str] | None:
@@ -324,7 +344,8 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
                  comm={"tp": c_tp, "cp": c_cp, "dp_fwd": c_fwd, "dp_bwd": c_bwd, "pp": c_pp, "ep": c_ep},
                  window=window, straggler_scale=math.sqrt(2.0 * math.log(count)) if count > 1 else 0.0,
                  detail={"tp_s": c_tp, "cp_s": c_cp, "dp_s": c_fwd + c_bwd, "pp_s": c_pp, "ep_s": c_ep,
-                         "gemm_op_flops": op, "t_model_s": t0})
+                         "gemm_op_flops": op, "t_model_s": t0},
+                 log_op=math.log(max(op, 1.0) / GEMM_REF))
 
 
 def dense_and_expert(counts, shape) -> tuple[float, float]:
@@ -339,7 +360,9 @@ def dense_and_expert(counts, shape) -> tuple[float, float]:
 
 def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The five factors (arrays over the draws of :data:`PARAMS`); their product is the MFU (true FLOPs)."""
-    eta = np.asarray(draws["gemm"], float) * tm.g
+    # a draws mapping without gemm_shape is the model before the shape's slope (kappa 0)
+    kappa = np.asarray(draws.get("gemm_shape", 0.0), float)
+    eta = gemm_efficiency(np, np.asarray(draws["gemm"], float), kappa, tm.log_op) * tm.g
     t_c = tm.t0 * tm.rho / eta / tm.busy  # idle replicas: the busy ones take the whole batch
     x = communication_time(np, tm.comm, tm.window, t_c,
                            {k: np.asarray(draws[CLASS_PARAM[k]], float) for k in tm.comm})

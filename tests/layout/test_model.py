@@ -187,3 +187,26 @@ def test_gemm_shape_share_is_calculons_table_at_its_points():
     assert gemm_shape_share(16e9) == pytest.approx(0.90 / 0.95)
     assert gemm_shape_share(1e9) == pytest.approx(0.60 / 0.95)
     assert gemm_shape_share(1e6) == pytest.approx(0.10 / 0.95)
+
+
+def test_gemm_efficiency_slope_is_linear_in_logit_of_the_largest_gemms_size():
+    from scipy.special import expit, logit
+
+    shape = Shape(layers=96, d_model=12288, heads=96, vocab=51200, seq_len=2048, ffn=49152, glu=False)
+    c = counts(shape)
+    d = {"gemm": np.array([0.7, 0.7]), "tp_comm": np.array([0.5, 0.5]), "dp_comm": np.array([0.2, 0.2]),
+         "ep_comm": np.array([1.0, 1.0]), "straggler_cv": np.array([0.0, 0.0]), "gemm_shape": np.array([0.0, 0.15])}
+    for tp, b in ((8, 1), (4, 2), (2, 8)):
+        tm = terms(Layout(tp=tp, pp=8, micro_batch=b, global_batch=1536, nvlink_gb_s=300, nvlink_domain=8,
+                          network_gb_s=25), shape, c, 312e12, 1536)
+        op = 2.0 * b * 2048 * 12288 * 49152 / tp  # the MLP's up projection of one micro-batch, by hand
+        assert tm.log_op == pytest.approx(math.log(op / 128e9), rel=1e-12)
+        eta = factors(tm, d)["gemm"]
+        assert eta[0] == pytest.approx(0.7 * tm.g, rel=1e-12)  # no slope: the flat prior times Calculon's share
+        assert eta[1] == pytest.approx(expit(logit(0.7) + 0.15 * math.log(op / 128e9)) * tm.g, rel=1e-12)
+    # a larger GEMM per rank (less tp split, more tokens per micro-batch) is more efficient once kappa > 0
+    small = terms(Layout(tp=8, pp=8, global_batch=1536, nvlink_gb_s=300, nvlink_domain=8, network_gb_s=25), shape, c,
+                  312e12, 1536)
+    big = terms(Layout(tp=2, pp=8, micro_batch=8, global_batch=1536, nvlink_gb_s=300, nvlink_domain=8,
+                       network_gb_s=25), shape, c, 312e12, 1536)
+    assert factors(big, d)["gemm"][1] > factors(small, d)["gemm"][1]
