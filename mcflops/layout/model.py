@@ -93,8 +93,9 @@ GEMM_REF = 128e9
 
 
 def gemm_efficiency(xp, gemm, kappa, log_op):
-    """eta past Calculon's curve: logit eta = logit gemm + kappa log(op / GEMM_REF), ``log_op`` the largest
-    GEMM's log size over :data:`GEMM_REF`. Why it keeps rising past 128 GFLOP: a GEMM's arithmetic intensity
+    """eta beside Calculon's curve: logit eta = logit gemm + kappa log(op / GEMM_REF), ``log_op`` the largest
+    GEMM's log size over :data:`GEMM_REF` (on both sides of it: above, eta keeps rising where Calculon's table
+    stops; below, it falls on top of ``g``). Why it keeps rising past 128 GFLOP: a GEMM's arithmetic intensity
     grows with its smallest dimension (the roofline, Williams et al. 2009, "Roofline", CACM 52(4)) and the last
     wave of thread blocks on the SMs is a smaller share of a larger GEMM (NVIDIA, "Matrix Multiplication
     Background User's Guide", 2023: tile and wave quantization), so the model width, the tokens per micro-batch
