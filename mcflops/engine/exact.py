@@ -8,7 +8,7 @@ import hashlib
 import numpy as np
 
 from mcflops.model.compute import Model, outputs
-from mcflops import diskcache
+from mcflops import diskcache, hostrng
 
 ZBOUND = 6.4  # no standard normal the engine draws exceeds this (_rng: largest |z| is 6.34)
 
@@ -20,7 +20,7 @@ def distinct_rows(model: Model) -> tuple[tuple[str, ...], tuple[int, ...]]:
     logs (e.g. ``wall_days`` and ``gpu_hours``, or ``flops`` and ``tokens`` when N is fixed): an
     output is a fixed function of the inputs, so equality at generic points means the same function.
     """
-    rng = np.random.default_rng(20261129)  # probes only: no effect on any draw
+    rng = hostrng.generator(20261129)  # probes only: no effect on any draw
     d = {}
     for name, s in zip(model.inputs, model.samplers):
         d[name] = rng.normal(0.0, 0.5, 5) if s.kind != "const" else np.zeros(5)
