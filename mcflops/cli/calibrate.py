@@ -11,7 +11,7 @@ from typing import Any
 
 from mcflops import output
 from mcflops.output import figures
-from mcflops.cli.session import primary, setup_jax
+from mcflops.cli.session import primary, setup_jax, write_json
 from mcflops.errors import SpecError, UsageError
 from mcflops.numbers import format_number as fmt
 
@@ -230,13 +230,7 @@ def layout_command(args) -> int:
     if not primary():
         return 0
     if args.out:
-        out = Path(args.out)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            output.replace_text(out / "layout_validation.json", json.dumps(data, indent=2) + "\n")
-        except OSError as e:
-            raise SpecError(f"cannot write: {e.strerror}", path=str(e.filename or out), field="--out") from None
-        data["out"] = str(out / "layout_validation.json")
+        data["out"] = write_json(Path(args.out), "layout_validation.json", data)
     if args.write:
         from mcflops.layout.fit import FIT
 

@@ -8,9 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mcflops import output
-from mcflops.cli.session import primary, setup_jax
-from mcflops.errors import SpecError
+from mcflops.cli.session import primary, setup_jax, write_json
 
 FILE = "layout_pilot_validation.json"
 
@@ -26,13 +24,7 @@ def command(args, phases) -> int:
     if not primary():
         return 0
     if args.out:
-        out = Path(args.out)
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            output.replace_text(out / FILE, json.dumps(data, indent=2) + "\n")
-        except OSError as e:
-            raise SpecError(f"cannot write: {e.strerror}", path=str(e.filename or out), field="--out") from None
-        data["out"] = str(out / FILE)
+        data["out"] = write_json(Path(args.out), FILE, data)
     if args.json:
         print(json.dumps(data, indent=2))
     else:

@@ -150,3 +150,19 @@ def _remove_empty(folders) -> None:
             p.rmdir()
         except OSError:
             break  # not empty (the run was written), or not ours to remove
+
+
+def write_json(out: Path, name: str, data: dict[str, Any]) -> str:
+    """``data`` as ``out/name`` (the folder made if missing), atomically; where it went. A folder that cannot
+    be written is the --out flag's one-line error."""
+    import json
+
+    from mcflops import output
+    from mcflops.errors import SpecError
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        output.replace_text(out / name, json.dumps(data, indent=2) + "\n")
+    except OSError as e:
+        raise SpecError(f"cannot write: {e.strerror}", path=str(e.filename or out), field="--out") from None
+    return str(out / name)
