@@ -119,7 +119,9 @@ def test_nuts_matches_the_conjugate_closed_form(nuts_run):
     # the update moved the posterior: the observation sits 1.2 prior sds below the median hours
     prior_sd = math.sqrt(sum(s**2 for _, s, _ in PRIORS.values()))
     assert exact["gpu_hours"][1] < 0.5 * prior_sd
-    assert seconds < 60, seconds  # budget ~20 s on 2 cores; generous against a loaded machine
+    # a blow-up guard, not a benchmark (speed targets live in benchmarks/): ~20 s on 2 quiet cores, 60 s seen at
+    # load 10 while the whole suite ran; 180 s fails a 9x slowdown and passes a machine loaded that heavily
+    assert seconds < 180, seconds
 
 
 def test_nuts_and_importance_sampling_agree_on_the_flagship_mfu_median():
