@@ -113,7 +113,7 @@ def imbalance(mt: "MoETerms", c) -> np.ndarray:
     c = np.asarray(c, float)
     if mt.capacity_factor is not None:
         return np.full(c.shape, mt.capacity_factor - 1.0)
-    pop = 0.0 if mt.router == "uniform" else c * c * mt.ep / mt.experts
+    pop = c * c * (0.0 if mt.router == "uniform" else mt.ep / mt.experts)
     return mt.z * np.sqrt(mt.r * mt.r + pop)
 
 
