@@ -144,6 +144,7 @@ class Layout:
     ep_comm_overlap: bool = False  # the EP all-to-all hidden behind another micro-batch's compute
     capacity_factor: float | None = None  # None: dropless
     router: str = "learned"  # "uniform": a benchmark's random routing (no popularity skew)
+    recompute_moe: bool = False  # the MoE layer recomputed in the backward (Megatron-Core's recompute module moe)
     hbm_gb_s: float | None = None  # memory bandwidth per accelerator (GB/s)
 
     def data_parallel(self, count: float) -> float:
@@ -330,7 +331,7 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
     c_pp = m * 2.0 * v * pp_bytes / (nv if t * c * p <= dom else net) if p > 1 else 0.0
     # the overlap windows (module docstring) as shares of the step's compute T_c: one micro-batch's forward is
     # 1 / (3 rho) of its hardware FLOPs (forward 1, backward 2, the recompute's forward counted in the backward)
-    rho = recompute_ratio(lo.recompute, s, h)
+    rho = recompute_ratio(lo.recompute, s, h) + (mt.rho_extra if mt is not None else 0.0)
     window = {}
     if lo.tp_comm_overlap and t <= dom:  # userbuffers need NVLink (module docstring)
         window["tp"] = 1.0

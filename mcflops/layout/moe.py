@@ -48,6 +48,10 @@ all-to-all; Liu et al. 2025, "MoE Parallel Folding", arXiv 2504.14960, Sec. 3):
    slower sets the time. ``ep_comm_overlap`` (Megatron-Core's 1F1B all-to-all overlap, DeepSeek-V3's DualPipe,
    Sec. 3.2.1) hides it behind the other micro-batch's compute (window: the whole compute); unstated it is
    unknown (mixed 1:1), on by design under ``schedule: dualpipe``.
+5. ``recompute_moe`` (Megatron-Core's ``--recompute-modules moe``): the MoE layer's forward reruns in the
+   backward, adding the routed experts' forward FLOPs (f / 3 of the model FLOPs) to the recompute ratio and a
+   third pass of permutation and all-to-alls. (Its ``layernorm`` and ``moe_act`` modules recompute elementwise
+   work only: no GEMM FLOPs, taken as no recompute.)
 
 The two priors (:data:`PRIORS`) are first-principles choices, not fitted: the MoE rows of layout_runs.yaml are
 their check (:mod:`mcflops.layoutfit.moecheck`).
@@ -132,6 +136,7 @@ class MoETerms:
     router: str
     op_expert: float  # FLOPs of one expert's GEMM (sequential)
     op_other: float  # FLOPs of the largest other GEMM
+    rho_extra: float = 0.0  # the MoE module's recompute: hardware / model FLOPs added
 
 
 def ep_alltoall_time(n_r: float, k: int, h: int, e: int, etp: int, nv: float, net: float, domain: int) -> float:
@@ -152,7 +157,10 @@ def moe_terms(lo, shape, counts, share, m: float, hbm: float) -> tuple[MoETerms,
     E, k = shape.experts, shape.experts_active or 1
     n_r = b * s / c / (t if lo.sequence_parallel and t > 1 else 1)
     per_rank = shape.moe_layers / lo.pp * m  # MoE layers x micro-batches a rank runs per step
-    passes = 3.0 if lo.recompute == "full" else 2.0  # forward, backward (+ the recompute's forward)
+    # forward, backward (+ the recompute's forward: full, or the MoE layer's own, Megatron-Core's
+    # --recompute-modules moe, which reruns the router, dispatch, experts and combine in the backward)
+    again = lo.recompute == "full" or lo.recompute_moe
+    passes = 3.0 if again else 2.0
 
     op_x = 2.0 * (b * s / c) * k * h * F * e / (E * t)
     g_x = float(share(op_x * E / e if lo.grouped_gemm else op_x))
@@ -169,7 +177,10 @@ def moe_terms(lo, shape, counts, share, m: float, hbm: float) -> tuple[MoETerms,
     n_a2a = 2.0 * passes  # dispatch and combine per pass
     a2a = per_rank * n_a2a * ep_alltoall_time(n_r, k, h, e, etp, lo.nvlink_gb_s * 1e9, lo.network_gb_s * 1e9,
                                               lo.nvlink_domain)
-    mt = MoETerms(g=1.0 / inv, expert_share=(f / g_x) / inv, perm_s=perm, ep=e, experts=E,
+    # the MoE module's recompute alone: its routed experts' forward again, f / 3 of the model FLOPs (forward 1,
+    # backward 2: Narayanan et al. 2021), on top of the recompute mode's ratio; full already reruns everything
+    rho_extra = f / 3.0 if lo.recompute_moe and lo.recompute != "full" else 0.0
+    mt = MoETerms(g=1.0 / inv, rho_extra=rho_extra, expert_share=(f / g_x) / inv, perm_s=perm, ep=e, experts=E,
                   z=expected_max_normal(e), r=routing_cv(n_r, k, E), capacity_factor=lo.capacity_factor,
                   router=lo.router, op_expert=op_x, op_other=op_d)
     return mt, a2a

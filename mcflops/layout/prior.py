@@ -39,7 +39,7 @@ from mcflops.priors.dist import Dist
 from mcflops.priors.quantiles import ppf
 from mcflops.priors.table import KNOT_PROBS, table_dist
 
-MOE_KEYS = ("etp", "capacity_factor", "router", "hbm_gb_s")  # the layout's other expert-only fields
+MOE_KEYS = ("etp", "capacity_factor", "router", "hbm_gb_s", "recompute_moe")  # the layout's other expert-only fields
 DRAWS = 1 << 16  # Latin-hypercube points
 _SEED = 20240723  # fixed: a file's table is a function of the file
 

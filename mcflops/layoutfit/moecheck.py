@@ -11,7 +11,10 @@ TFLOP/s per GPU, which the zoo's rows note agrees with the causal count of this 
 What the sources state beyond the schema (:data:`STATED`; the row's ``notes`` quote them): every Qwen3 row runs
 grouped GEMM and dropless routing; the ``a2a-overlap`` row overlaps the EP all-to-all ("+1f1b overlap"), its twin
 and the long-context rows (``A2A_OVERLAP=0``) do not; the long-context ``forced-balance`` rows route with
-``--moe-router-force-load-balancing`` (random, uniform routing). DeepSeek-V3's global batch is the secondary's
+``--moe-router-force-load-balancing`` (random, uniform routing); the rows' "selective" recompute is Megatron-Core's
+recompute modules, not Korthikanti's attention recompute: "norm, act" (layernorm and the MoE activation:
+elementwise, no GEMM FLOPs: taken as none) and, in the long-context command, "layernorm moe" (the whole MoE layer:
+``recompute_moe``). DeepSeek-V3's global batch is the secondary's
 15,360 sequences (S; the primary does not print it) and DualPipe overlaps its all-to-all by design (Sec. 3.2).
 
 Run: ``python -m mcflops.layoutfit.moecheck`` (prints the table and its summary as JSON).
@@ -35,11 +38,14 @@ _KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "re
 # what each row's source states beyond the schema's columns (module docstring); keys the grammar does not know
 # are dropped where the model has no such field (MOE_KEYS says which it has)
 _QWEN = {"grouped_gemm": True}
+# recompute "norm, act" (layernorm and moe_act modules): elementwise work only, no GEMM FLOPs (none); the
+# long-context command's "--recompute-modules layernorm moe": the whole MoE layer (recompute_moe)
+_NORM_ACT = {"recompute": "none"}
 STATED: dict[str, dict[str, Any]] = {
-    "mcore-moe-qwen3-235b-xnode-ep32-256": {**_QWEN, "ep_comm_overlap": False},
-    "mcore-moe-qwen3-235b-xnode-ep32-a2a-overlap-256": {**_QWEN, "ep_comm_overlap": True},
+    "mcore-moe-qwen3-235b-xnode-ep32-256": {**_QWEN, **_NORM_ACT, "ep_comm_overlap": False},
+    "mcore-moe-qwen3-235b-xnode-ep32-a2a-overlap-256": {**_QWEN, **_NORM_ACT, "ep_comm_overlap": True},
     "mcore-moe-qwen3-235b-intranode-ep8-fsdp-256": dict(_QWEN),
-    "mcore-moe-qwen3-235b-intranode-ep8-pp32-a2a-256": dict(_QWEN),
+    "mcore-moe-qwen3-235b-intranode-ep8-pp32-a2a-256": {**_QWEN, **_NORM_ACT},
     "mcore-moe-qwen3-235b-intranode-ep8-tp4-256": dict(_QWEN),
     "deepseek-v3-pretraining": {"global_batch": 15360},
 }
@@ -47,7 +53,8 @@ for _s in (16, 32, 64, 128):
     for _r in ("forced-balance", "dropless"):
         _cp = {16: 1, 32: 2, 64: 4, 128: 8}[_s]
         STATED[f"mcore-moe-qwen3-235b-s{_s}k-cp{_cp}-{_r}-256"] = {
-            **_QWEN, "ep_comm_overlap": False, **({"router": "uniform"} if _r == "forced-balance" else {})}
+            **_QWEN, "ep_comm_overlap": False, "recompute": "none", "recompute_moe": True,
+            **({"router": "uniform"} if _r == "forced-balance" else {})}
 
 
 def moe_rows() -> list[LayoutRun]:

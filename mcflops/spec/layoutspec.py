@@ -36,10 +36,10 @@ from mcflops.spec.grammar import parse_dist
 INT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "zero", "grad_bytes",
             "nvlink_domain", "etp")
 FLOAT_KEYS = ("nvlink_gb_s", "network_gb_s", "hbm_gb_s", "capacity_factor")
-BOOL_KEYS = ("sequence_parallel", "fsdp", *OVERLAP_FLAGS, *MOE_FLAGS)
+BOOL_KEYS = ("sequence_parallel", "fsdp", "recompute_moe", *OVERLAP_FLAGS, *MOE_FLAGS)
 KEYS = (*INT_KEYS, *FLOAT_KEYS, "recompute", "schedule", "router", *BOOL_KEYS)
 # a mixture of experts' own fields (mcflops.layout.moe): refused for a dense model
-EXPERT_KEYS = ("etp", "hbm_gb_s", "capacity_factor", "router", *MOE_FLAGS)
+EXPERT_KEYS = ("etp", "hbm_gb_s", "capacity_factor", "router", "recompute_moe", *MOE_FLAGS)
 UNKNOWN = "unknown"  # an overlap flag's third value: both settings, equal weight
 _FIT_PATH = str(Path(__file__).resolve().parents[1] / "data" / "layout_fit.json")
 
@@ -105,8 +105,9 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
         if vals.get("zero", 3) != 3:
             raise err("layout: fsdp: true is ZeRO stage 3 (fully sharded); leave zero out or set zero: 3", lay, "zero")
         vals["zero"] = 3
-    if "sequence_parallel" in lay:
-        vals["sequence_parallel"] = bool(lay["sequence_parallel"])
+    for k in ("sequence_parallel", "recompute_moe"):
+        if k in lay:
+            vals[k] = bool(lay[k])
     if "global_batch" not in vals:
         raise err("layout: missing global_batch (sequences per optimizer step)", lay, None)
     if vals.get("zero", 1) > 3:

@@ -181,3 +181,13 @@ def test_spec_refuses_expert_fields_on_a_dense_model():
                                                                                    "moe_ffn")}
     with pytest.raises(SpecError, match="grouped_gemm is for a mixture of experts"):
         load_spec(doc)
+
+
+def test_recompute_moe_adds_the_experts_forward_by_hand():
+    c = arch_counts(QWEN)
+    f = c.flops["routed_experts"] / c.flops_per_token
+    plain, again = _terms(recompute="none"), _terms(recompute="none", recompute_moe=True)
+    assert plain.rho == 1.0 and again.rho == pytest.approx(1.0 + f / 3.0, rel=1e-12)
+    assert again.moe.perm_s == pytest.approx(1.5 * plain.moe.perm_s, rel=1e-12)  # a third pass of two
+    assert again.comm["ep"] == pytest.approx(1.5 * plain.comm["ep"], rel=1e-12)
+    assert _terms(recompute="full", recompute_moe=True).rho == _terms(recompute="full").rho  # full reruns it all
