@@ -64,7 +64,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mcflops.layout.moe import extra_time, moe_terms
+from mcflops.layout.moe import dense_and_expert, extra_time, moe_terms
 
 # The uncertain efficiency parameters, in the order the factors use them.
 PARAMS = ("gemm", "tp_comm", "dp_comm", "ep_comm", "straggler_cv")
@@ -357,16 +357,6 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
                  detail={"tp_s": c_tp, "cp_s": c_cp, "dp_s": c_fwd + c_bwd, "pp_s": c_pp, "ep_s": c_ep,
                          "gemm_op_flops": op, "t_model_s": t0},
                  log_op=math.log(max(op, 1.0) / GEMM_REF), moe=mt)
-
-
-def dense_and_expert(counts, shape) -> tuple[float, float]:
-    """Parameters every expert-parallel rank holds, and the routed experts' (split over ep)."""
-    if not shape.moe:
-        return float(counts.params_total), 0.0
-    from mcflops.arch import mlp_params
-
-    routed = shape.moe_layers * shape.experts * mlp_params(shape.d_model, shape.moe_ffn or shape.ff, shape.glu)
-    return float(counts.params_total - routed), float(routed)
 
 
 def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

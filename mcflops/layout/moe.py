@@ -191,3 +191,13 @@ def extra_time(mt: MoETerms, t_c, draws) -> tuple[np.ndarray, np.ndarray]:
     all-to-all's multiplier (arrays over the draws)."""
     i = imbalance(mt, draws["moe_imbalance"])
     return t_c * mt.expert_share * i + mt.perm_s * np.asarray(draws["moe_mem"], float), 1.0 + i
+
+
+def dense_and_expert(counts, shape) -> tuple[float, float]:
+    """Parameters every expert-parallel rank holds, and the routed experts' (split over ep)."""
+    if not shape.moe:
+        return float(counts.params_total), 0.0
+    from mcflops.arch import mlp_params
+
+    routed = shape.moe_layers * shape.experts * mlp_params(shape.d_model, shape.moe_ffn or shape.ff, shape.glu)
+    return float(counts.params_total - routed), float(routed)
