@@ -3,7 +3,6 @@ the memory per accelerator, the waterfall (prior and posterior) and a sentence t
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 
@@ -24,7 +23,7 @@ def explain(prior: LayoutPrior, posterior_mfu=None, goodput: float | None = None
     mem = prior.memory()
     out: dict[str, Any] = {
         # a field the file left unstated is "unknown" here, as in the resolved file; what it kept is under mixed
-        "layout": dataclasses.asdict(prior.layout) | {"dp": tm.dp} | {k: "unknown" for k in prior.mixed},
+        "layout": prior.layout_fields() | {"dp": tm.dp} | {k: "unknown" for k in prior.mixed},
         "accelerator": prior.accelerator, "count": prior.count,
         "micro_batches": tm.micro_batches, "bubble": tm.bubble, "recompute_ratio": tm.rho, "gemm_shape_share": tm.g,
         "step_seconds": {k: float(v) for k, v in tm.detail.items() if k.endswith("_s")},

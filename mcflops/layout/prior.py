@@ -237,12 +237,15 @@ class LayoutPrior:
             return None
         return lambda lay: memory(lay, self.shape, self.counts, self.capacity_gb, float(self.count))
 
+    def layout_fields(self) -> dict:
+        """The layout's fields, the expert-only ones (mcflops.layout.moe) left out for a dense model."""
+        lay = dataclasses.asdict(self.layout)
+        return lay if self.shape.moe else {k: v for k, v in lay.items() if k not in (*MOE_FLAGS, *MOE_KEYS)}
+
     def to_dict(self) -> dict:
         """The recipe back, every default filled in (what the resolved prior file writes; it loads back into
         the same prior)."""
-        lay = {k: v for k, v in dataclasses.asdict(self.layout).items() if v is not None}
-        if not self.shape.moe:  # the expert fields mean nothing to a dense model
-            lay = {k: v for k, v in lay.items() if k not in (*MOE_FLAGS, *MOE_KEYS)}
+        lay = {k: v for k, v in self.layout_fields().items() if v is not None}
         lay.update({k: "unknown" for k in (*self.unknown, *self.mixed)})
         out = {"layout": lay, "efficiency": {p: self.efficiency[p].to_dict() for p in (*PARAMS, *MOE_PARAMS)
                                              if p in self.efficiency}}
@@ -316,6 +319,11 @@ class Waterfall:
     factors: Mapping[str, Mapping[str, Mapping[str, float]]]  # factor -> {"prior": q, "posterior": q}
     steps: tuple[tuple[str, float, float], ...]  # (label, FLOP/s before, after) at the factors' medians
     levels: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)  # FLOP/s after each step
+
+    def layout_fields(self) -> dict:
+        """The layout's fields, the expert-only ones (mcflops.layout.moe) left out for a dense model."""
+        lay = dataclasses.asdict(self.layout)
+        return lay if self.shape.moe else {k: v for k, v in lay.items() if k not in (*MOE_FLAGS, *MOE_KEYS)}
 
     def to_dict(self) -> dict:
         return {"peak_flops": self.peak, "factors": {k: dict(v) for k, v in self.factors.items()},

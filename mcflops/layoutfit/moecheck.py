@@ -28,7 +28,6 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from mcflops import hardware as catalogue
 from mcflops.layoutfit.data import ARCH_COUNTS, ARCH_INTS, ARCH_OPTIONAL, LayoutRun, unfitted_rows
 from mcflops.layoutfit.validate import efficiency_for
 
