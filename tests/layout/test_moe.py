@@ -191,3 +191,17 @@ def test_recompute_moe_adds_the_experts_forward_by_hand():
     assert again.moe.perm_s == pytest.approx(1.5 * plain.moe.perm_s, rel=1e-12)  # a third pass of two
     assert again.comm["ep"] == pytest.approx(1.5 * plain.comm["ep"], rel=1e-12)
     assert _terms(recompute="full", recompute_moe=True).rho == _terms(recompute="full").rho  # full reruns it all
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("capacity_factor", 0.8, "expected layout.capacity_factor: a number >= 1"),
+    ("router", "greedy", "expected layout.router: one of learned, uniform"),
+    ("grouped_gemm", "yes", "expected layout.grouped_gemm: true, false or unknown"),
+])
+def test_spec_bad_expert_fields_are_one_clear_line(field, value, message):
+    from mcflops.spec import load_spec
+
+    base = {"tp": 2, "pp": 8, "ep": 32, "etp": 1, "vpp": 4, "micro_batch": 1, "global_batch": 2048,
+            "recompute": "selective", field: value}
+    with pytest.raises(SpecError, match=message):
+        load_spec(_moe_doc(base))
