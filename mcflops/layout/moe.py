@@ -9,8 +9,8 @@ all-to-all; Liu et al. 2025, "MoE Parallel Folding", arXiv 2504.14960, Sec. 3):
 
 1. Expert GEMMs (``g_x``). Each of a rank's E / e experts computes ``op_x = 2 (b s / cp) k h F e / (E t)``
    FLOPs per GEMM for any etp (n_r k e / E tokens of width F with etp 1; etp times as many of width F / etp
-   after the expert-tensor gather). Sequential per-expert GEMMs run each at Calculon's share of ``op_x`` (Isaev et al. 2023; the
-   model's ``gemm_shape_share``); a grouped GEMM (CUTLASS grouped GEMM in Megatron-Core's ``moe_grouped_gemm``;
+   after the expert-tensor gather). Sequential per-expert GEMMs run each at Calculon's share of ``op_x``
+   (Isaev et al. 2023; the model's ``gemm_shape_share``); a grouped GEMM (CUTLASS grouped GEMM in Megatron-Core's ``moe_grouped_gemm``;
    MegaBlocks' block-sparse kernels, Gale et al. 2023, "MegaBlocks", MLSys, Sec. 5, whose point is that one
    kernel over all of a rank's experts runs at the efficiency of the combined problem) at the share of the
    E / e experts together, ``op_x E / e``. The other GEMMs (attention, shared experts, dense layers) take the
@@ -36,8 +36,8 @@ all-to-all; Liu et al. 2025, "MoE Parallel Folding", arXiv 2504.14960, Sec. 3):
      prior) around 1 / E even with an auxiliary balancing loss (Fedus et al. 2022, "Switch Transformers", Sec.
      2.2; Wang et al. 2024, "Auxiliary-Loss-Free Load Balancing", arXiv 2408.15664, whose MaxVio measures the
      excess of the most-loaded expert), averaged over a rank's E / e experts: ``c^2 e / E``. A benchmark router
-     that routes at random (``router: uniform``, Megatron-Core's ``--moe-router-force-load-balancing``) has
-     c = 0.
+     that routes at random (``router: uniform``, Megatron-Core's benchmarking option
+     ``--moe-router-force-load-balancing``) has c = 0.
    A stated ``capacity_factor`` C pads every expert to C times its mean load (GShard, Lepikhin et al. 2021, Sec.
    2.2; Switch Sec. 2.2: expert capacity = tokens / E x C): I = C - 1, certain.
 4. The EP all-to-all: dispatch and combine, forward and backward (GShard Sec. 3.2; DeepSeek-V3 Sec. 3.2), the
@@ -48,10 +48,12 @@ all-to-all; Liu et al. 2025, "MoE Parallel Folding", arXiv 2504.14960, Sec. 3):
    slower sets the time. ``ep_comm_overlap`` (Megatron-Core's 1F1B all-to-all overlap, DeepSeek-V3's DualPipe,
    Sec. 3.2.1) hides it behind the other micro-batch's compute (window: the whole compute); unstated it is
    unknown (mixed 1:1), on by design under ``schedule: dualpipe``.
-5. ``recompute_moe`` (Megatron-Core's ``--recompute-modules moe``): the MoE layer's forward reruns in the
-   backward, adding the routed experts' forward FLOPs (f / 3 of the model FLOPs) to the recompute ratio and a
-   third pass of permutation and all-to-alls. (Its ``layernorm`` and ``moe_act`` modules recompute elementwise
-   work only: no GEMM FLOPs, taken as no recompute.)
+5. ``recompute_moe`` (Megatron-Core's ``--recompute-modules moe``, "recompute the MoE layer" with normal
+   checkpointing: TransformerConfig.recompute_modules): the MoE layer's forward reruns in the backward, adding
+   the routed experts' forward FLOPs (f / 3 of the model FLOPs) to the recompute ratio and a third pass of
+   permutation and all-to-alls. (Its ``layernorm`` and ``moe_act`` modules, output-discarding checkpoints of
+   elementwise work, recompute no GEMM FLOPs: taken as no recompute. Its default module, ``core_attn``, is
+   Korthikanti's selective recompute, the model's ``recompute: selective``.)
 
 The two priors (:data:`PRIORS`) are first-principles choices, not fitted: the MoE rows of layout_runs.yaml are
 their check (:mod:`mcflops.layoutfit.moecheck`).

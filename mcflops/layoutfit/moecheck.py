@@ -120,7 +120,8 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     refused = [x["id"] for x in rows if "refused" in x]
     rows = [x for x in rows if "refused" not in x]
     r = np.asarray([x["ratio"] for x in rows])
-    return {"rows": len(rows), "refused": refused, "median_ratio": float(np.median(r)), "coverage_90": float(np.mean([x["covered_90"] for x in rows])),
+    return {"rows": len(rows), "refused": refused, "median_ratio": float(np.median(r)),
+            "coverage_90": float(np.mean([x["covered_90"] for x in rows])),
             "median_width": float(np.median([x["width"] for x in rows])),
             "median_abs_log_error": float(np.median(np.abs(np.log(r)))) if len(r) else math.nan}
 

@@ -52,5 +52,6 @@ def test_the_stated_overlap_moves_the_prediction_the_measured_way(rows):
     assert a["measured"] > b["measured"] and a["p50"] > b["p50"]
     # forced (random) balance against the real router: measured higher, and so is the model
     for s, cp in ((16, 1), (32, 2), (64, 4), (128, 8)):
-        fb, dl = by[f"mcore-moe-qwen3-235b-s{s}k-cp{cp}-forced-balance-256"], by[f"mcore-moe-qwen3-235b-s{s}k-cp{cp}-dropless-256"]
+        stem = f"mcore-moe-qwen3-235b-s{s}k-cp{cp}"
+        fb, dl = by[f"{stem}-forced-balance-256"], by[f"{stem}-dropless-256"]
         assert fb["measured"] > dl["measured"] and fb["p50"] > dl["p50"]
