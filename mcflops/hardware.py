@@ -45,6 +45,7 @@ class Accelerator:
     nvlink_domain: int | None = None
     network_gb_s: float | None = None
     ici_gb_s: float | None = None
+    hbm_gb_s: float | None = None  # memory bandwidth per chip (GB/s): the MoE permutation's time
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -127,6 +128,7 @@ def _parse(acc_id: str, raw: Mapping[str, Any]) -> Accelerator:
         nvlink_domain=_optional_count(raw, "nvlink_domain", where),
         network_gb_s=_optional_float(raw, "network_gb_s", where),
         ici_gb_s=_optional_float(raw, "ici_gb_s", where),
+        hbm_gb_s=_optional_float(raw, "hbm_gb_s", where),
     )
 
 

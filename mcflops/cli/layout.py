@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-NAMES = {"gemm": "GEMM efficiency", "recompute": "recompute", "pipeline": "pipeline", "communication": "communication",
+NAMES = {"gemm": "GEMM efficiency", "experts": "experts", "recompute": "recompute", "pipeline": "pipeline", "communication": "communication",
          "stragglers": "stragglers", "mfu": "MFU"}
 
 

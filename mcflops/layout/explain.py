@@ -3,14 +3,13 @@ the memory per accelerator, the waterfall (prior and posterior) and a sentence t
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 
 from mcflops.layout.model import FACTORS
 from mcflops.layout.prior import LayoutPrior, waterfall
 
-LABELS = {"gemm": "GEMM efficiency", "recompute": "recomputation", "pipeline": "the pipeline bubble",
+LABELS = {"gemm": "GEMM efficiency", "experts": "expert load imbalance and token permutation", "recompute": "recomputation", "pipeline": "the pipeline bubble",
           "communication": "exposed communication", "stragglers": "stragglers", "counting": "FLOPs not counted",
           "goodput": "downtime"}
 IDENTIFIED = ("a GPU-hours figure constrains the factors only through their product (MFU): their posteriors move "
@@ -24,7 +23,7 @@ def explain(prior: LayoutPrior, posterior_mfu=None, goodput: float | None = None
     mem = prior.memory()
     out: dict[str, Any] = {
         # a field the file left unstated is "unknown" here, as in the resolved file; what it kept is under mixed
-        "layout": dataclasses.asdict(prior.layout) | {"dp": tm.dp} | {k: "unknown" for k in prior.mixed},
+        "layout": prior.layout_fields() | {"dp": tm.dp} | {k: "unknown" for k in prior.mixed},
         "accelerator": prior.accelerator, "count": prior.count,
         "micro_batches": tm.micro_batches, "bubble": tm.bubble, "recompute_ratio": tm.rho, "gemm_shape_share": tm.g,
         "step_seconds": {k: float(v) for k, v in tm.detail.items() if k.endswith("_s")},

@@ -72,7 +72,8 @@ def memory(layout: Layout, shape, counts, capacity_gb: float, count: float) -> M
     lo = layout
     t, p, c, e, v, b = lo.tp, lo.pp, lo.cp, lo.ep, lo.vpp, lo.micro_batch
     dense, expert = dense_and_expert(counts, shape)
-    per_rank = (dense + expert / e) / (t * p)
+    # the routed experts split over ep x etp (etp unstated: tp, as Megatron-Core's default), the rest over tp
+    per_rank = dense / (t * p) + expert / (e * (lo.etp or t) * p)
     d_shard = max(lo.data_parallel(count) * c, 1.0)  # ZeRO shards over the data- and context-parallel ranks
     weights = per_rank * WEIGHT_BYTES / (d_shard if lo.zero >= 3 else 1.0)
     grads = per_rank * lo.grad_bytes / (d_shard if lo.zero >= 2 else 1.0)

@@ -64,6 +64,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from mcflops.layout.moe import dense_and_expert, extra_time, moe_terms
+
 # The uncertain efficiency parameters, in the order the factors use them.
 PARAMS = ("gemm", "tp_comm", "dp_comm", "ep_comm", "straggler_cv")
 FACTORS = ("gemm", "recompute", "pipeline", "communication", "stragglers")
@@ -136,6 +138,14 @@ class Layout:
     overlap_grad_reduce: bool = False  # gradient reduce under the last micro-batch's backward
     overlap_param_gather: bool = False  # weights' all-gather under the first micro-batch's forward
     tp_comm_overlap: bool = False  # tensor-parallel collectives pipelined with their GEMMs
+    # a mixture of experts only (mcflops.layout.moe; a dense model ignores them)
+    etp: int | None = None  # expert tensor parallelism (None: tp, Megatron-Core's default)
+    grouped_gemm: bool = False  # one grouped GEMM over a rank's experts (else one GEMM per expert)
+    ep_comm_overlap: bool = False  # the EP all-to-all hidden behind another micro-batch's compute
+    capacity_factor: float | None = None  # None: dropless
+    router: str = "learned"  # "uniform": a benchmark's random routing (no popularity skew)
+    recompute_moe: bool = False  # the MoE layer recomputed in the backward (Megatron-Core's recompute module moe)
+    hbm_gb_s: float | None = None  # memory bandwidth per accelerator (GB/s)
 
     def data_parallel(self, count: float) -> float:
         """dp at ``count`` accelerators: the file's, or count / (tp pp cp) (real-valued off the grid)."""
@@ -159,6 +169,7 @@ class Terms:
     straggler_scale: float  # sqrt(2 ln n): q = cv x this
     detail: Mapping[str, Any] = field(default_factory=dict)
     log_op: float = 0.0  # log(largest GEMM's FLOPs / GEMM_REF): gemm_shape's lever
+    moe: Any = None  # mcflops.layout.moe.MoETerms for a mixture of experts (None: dense)
 
 
 def problem(layout: Layout, shape, count: int) -> tuple[str | None, str] | None:
@@ -294,12 +305,9 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
     # backward, each (cp - 1)/cp of b s kv_heads head_dim x 2 (K and V)
     kv = 2.0 * b * s * shape.kvh * shape.hd * act
     c_cp = m * layers_here * 2.0 * all_reduce_time(c, t, kv, nv, net, dom) / 2.0  # an all-gather: half a ring
-    # EP: dispatch and combine all-to-alls forward and backward per MoE layer (Lepikhin et al. 2020, GShard
-    # Sec. 3.2; DeepSeek-V3 Sec. 3.2), each sending the (e - 1)/e of a rank's b s k h-element tokens that leave it
+    # EP: dispatch and combine all-to-alls per MoE layer, with the expert terms (mcflops.layout.moe)
     k = shape.experts_active or 1
-    ep_bw = nv if e * t <= dom else net  # an all-to-all has no hierarchy to exploit: the slowest links set it
-    c_ep = (m * (shape.moe_layers / p) * 4.0 * ((e - 1.0) / e) * b * s_local * k * h * act / ep_bw
-            if shape.moe and e > 1 else 0.0)
+    mt, c_ep = moe_terms(lo, shape, counts, gemm_shape_share, m, lo.hbm_gb_s * 1e9) if shape.moe else (None, 0.0)
     # DP, once per step over dp x cp ranks (context-parallel ranks hold the same weights): without ZeRO a ring
     # all-reduce of the gradients; with ZeRO >= 1 a reduce-scatter of the gradients (backward) and an all-gather
     # of the updated weights (forward), each half the ring; ZeRO-3 / FSDP gathers the weights again before the
@@ -323,7 +331,7 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
     c_pp = m * 2.0 * v * pp_bytes / (nv if t * c * p <= dom else net) if p > 1 else 0.0
     # the overlap windows (module docstring) as shares of the step's compute T_c: one micro-batch's forward is
     # 1 / (3 rho) of its hardware FLOPs (forward 1, backward 2, the recompute's forward counted in the backward)
-    rho = recompute_ratio(lo.recompute, s, h)
+    rho = recompute_ratio(lo.recompute, s, h) + (mt.rho_extra if mt is not None else 0.0)
     window = {}
     if lo.tp_comm_overlap and t <= dom:  # userbuffers need NVLink (module docstring)
         window["tp"] = 1.0
@@ -331,6 +339,8 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
         window["dp_fwd"] = 1.0 / (3.0 * rho * m)
     if lo.overlap_grad_reduce:
         window["dp_bwd"] = (3.0 * rho - 1.0) / (3.0 * rho * m)
+    if mt is not None and lo.ep_comm_overlap and c_ep > 0:
+        window["ep"] = 1.0  # another micro-batch's compute (mcflops.layout.moe, 4)
 
     # the largest GEMM of a micro-batch: the MLP's up projection (an expert's with a mixture of experts:
     # b s k e / E tokens reach each of a rank's experts)
@@ -341,22 +351,12 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
         op = 2.0 * b * s_local * h * shape.ff / t
     beta = bubble_ratio(lo.schedule, p, v, m_raw)
     return Terms(count=float(count), dp=dp, micro_batches=m_raw, busy=busy, t0=t0, rho=rho,
-                 g=float(gemm_shape_share(op)), bubble=beta,
+                 g=float(gemm_shape_share(op)) if mt is None else mt.g, bubble=beta,
                  comm={"tp": c_tp, "cp": c_cp, "dp_fwd": c_fwd, "dp_bwd": c_bwd, "pp": c_pp, "ep": c_ep},
                  window=window, straggler_scale=math.sqrt(2.0 * math.log(count)) if count > 1 else 0.0,
                  detail={"tp_s": c_tp, "cp_s": c_cp, "dp_s": c_fwd + c_bwd, "pp_s": c_pp, "ep_s": c_ep,
                          "gemm_op_flops": op, "t_model_s": t0},
-                 log_op=math.log(max(op, 1.0) / GEMM_REF))
-
-
-def dense_and_expert(counts, shape) -> tuple[float, float]:
-    """Parameters every expert-parallel rank holds, and the routed experts' (split over ep)."""
-    if not shape.moe:
-        return float(counts.params_total), 0.0
-    from mcflops.arch import mlp_params
-
-    routed = shape.moe_layers * shape.experts * mlp_params(shape.d_model, shape.moe_ffn or shape.ff, shape.glu)
-    return float(counts.params_total - routed), float(routed)
+                 log_op=math.log(max(op, 1.0) / GEMM_REF), moe=mt)
 
 
 def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -365,18 +365,31 @@ def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
     kappa = np.asarray(draws.get("gemm_shape", 0.0), float)
     eta = gemm_efficiency(np, np.asarray(draws["gemm"], float), kappa, tm.log_op) * tm.g
     t_c = tm.t0 * tm.rho / eta / tm.busy  # idle replicas: the busy ones take the whole batch
-    x = communication_time(np, tm.comm, tm.window, t_c,
-                           {k: np.asarray(draws[CLASS_PARAM[k]], float) for k in tm.comm})
-    work = t_c * (1.0 + tm.bubble)
-    return {"gemm": eta, "recompute": np.full(eta.shape, 1.0 / tm.rho),
-            "pipeline": np.full(eta.shape, tm.busy / (1.0 + tm.bubble)), "communication": work / (work + x),
-            "stragglers": 1.0 / (1.0 + np.asarray(draws["straggler_cv"]) * tm.straggler_scale)}
+    mult = {k: np.asarray(draws[CLASS_PARAM[k]], float) for k in tm.comm}
+    extra = 0.0
+    if tm.moe is not None:  # imbalance and permutation beside the compute; the all-to-all waits for the max load
+        extra, load = extra_time(tm.moe, t_c, draws)
+        mult["ep"] = mult["ep"] * load
+    x = communication_time(np, tm.comm, tm.window, t_c, mult)
+    work = (t_c + extra) * (1.0 + tm.bubble)
+    out = {"gemm": eta, "recompute": np.full(eta.shape, 1.0 / tm.rho),
+           "pipeline": np.full(eta.shape, tm.busy / (1.0 + tm.bubble)), "communication": work / (work + x),
+           "stragglers": 1.0 / (1.0 + np.asarray(draws["straggler_cv"]) * tm.straggler_scale)}
+    if tm.moe is not None:
+        out["experts"] = t_c / (t_c + extra)
+    return out
+
+
+def factor_names(f: Mapping[str, Any]) -> list[str]:
+    """The factors present in ``f`` in waterfall order: :data:`FACTORS`, ``experts`` after ``gemm`` for a mixture
+    of experts."""
+    return [n for n in (FACTORS[0], "experts", *FACTORS[1:]) if n in f]
 
 
 def mfu(tm: Terms, draws: Mapping[str, np.ndarray]) -> np.ndarray:
     """MFU in true model FLOPs: T0 / T_step, the product of :func:`factors`."""
     f = factors(tm, draws)
     out = f[FACTORS[0]]
-    for name in FACTORS[1:]:
+    for name in factor_names(f)[1:]:
         out = out * f[name]
     return out

@@ -32,12 +32,14 @@ import numpy as np
 
 from mcflops.hostrng import generator
 from mcflops.layout.memory import Memory, memory
-from mcflops.layout.model import FACTORS, PARAMS, Layout, Terms, factors, problem, terms
+from mcflops.layout.model import PARAMS, Layout, Terms, factor_names, factors, problem, terms
+from mcflops.layout.moe import MOE_FLAGS, MOE_PARAMS
 from mcflops.layout.unstated import combinations
 from mcflops.priors.dist import Dist
 from mcflops.priors.quantiles import ppf
 from mcflops.priors.table import KNOT_PROBS, table_dist
 
+MOE_KEYS = ("etp", "capacity_factor", "router", "hbm_gb_s", "recompute_moe")  # the layout's other expert-only fields
 DRAWS = 1 << 16  # Latin-hypercube points
 _SEED = 20240723  # fixed: a file's table is a function of the file
 
@@ -45,6 +47,14 @@ _SEED = 20240723  # fixed: a file's table is a function of the file
 @lru_cache(maxsize=4)
 def _unit(n_params: int, n: int) -> np.ndarray:
     rng = generator(_SEED)
+    strata = np.stack([rng.permutation(n) for _ in range(n_params)], axis=1)
+    return (strata + rng.random((n, n_params))) / n
+
+
+@lru_cache(maxsize=2)
+def _unit_moe(n_params: int, n: int) -> np.ndarray:
+    """The MoE parameters' own hypercube (another seed): a dense layout's draws are untouched by them."""
+    rng = generator(_SEED + 3)
     strata = np.stack([rng.permutation(n) for _ in range(n_params)], axis=1)
     return (strata + rng.random((n, n_params))) / n
 
@@ -88,13 +98,19 @@ class LayoutPrior:
         if "draws" not in self._cache:
             from scipy.special import ndtr, ndtri
 
-            u = _unit(len(PARAMS), DRAWS)
-            z = ndtri(u)
             # each quantile function on a grid in normal score, interpolated: a beta's quantile costs a root search
             # per point (65,536 of them: a quarter of a second); the grid's step of 0.008 sd keeps it to ~1e-6
             grid = np.linspace(-8.0, 8.0, 2049)
-            self._cache["draws"] = {p: np.interp(z[:, i], grid, np.asarray(ppf(self.efficiency[p], ndtr(grid)), float))
-                                    for i, p in enumerate(PARAMS)}
+
+            def column(p, u):
+                return np.interp(ndtri(u), grid, np.asarray(ppf(self.efficiency[p], ndtr(grid)), float))
+
+            u = _unit(len(PARAMS), DRAWS)
+            out = {p: column(p, u[:, i]) for i, p in enumerate(PARAMS)}
+            if all(p in self.efficiency for p in MOE_PARAMS):  # a mixture of experts (mcflops.layout.moe)
+                u = _unit_moe(len(MOE_PARAMS), DRAWS)
+                out.update({p: column(p, u[:, i]) for i, p in enumerate(MOE_PARAMS)})
+            self._cache["draws"] = out
         return self._cache["draws"]
 
     def terms(self, count: int | None = None) -> Terms:
@@ -105,7 +121,7 @@ class LayoutPrior:
         f = self._factors(count)
         out = dict(f)
         m = np.ones_like(f["gemm"])
-        for name in FACTORS:
+        for name in factor_names(f):
             m = m * f[name]
         out["mfu"] = m * self.counting
         return out
@@ -221,12 +237,18 @@ class LayoutPrior:
             return None
         return lambda lay: memory(lay, self.shape, self.counts, self.capacity_gb, float(self.count))
 
+    def layout_fields(self) -> dict:
+        """The layout's fields, the expert-only ones (mcflops.layout.moe) left out for a dense model."""
+        lay = dataclasses.asdict(self.layout)
+        return lay if self.shape.moe else {k: v for k, v in lay.items() if k not in (*MOE_FLAGS, *MOE_KEYS)}
+
     def to_dict(self) -> dict:
         """The recipe back, every default filled in (what the resolved prior file writes; it loads back into
         the same prior)."""
-        lay = {k: v for k, v in dataclasses.asdict(self.layout).items() if v is not None}
+        lay = {k: v for k, v in self.layout_fields().items() if v is not None}
         lay.update({k: "unknown" for k in (*self.unknown, *self.mixed)})
-        out = {"layout": lay, "efficiency": {p: self.efficiency[p].to_dict() for p in PARAMS}}
+        out = {"layout": lay, "efficiency": {p: self.efficiency[p].to_dict() for p in (*PARAMS, *MOE_PARAMS)
+                                             if p in self.efficiency}}
         if self.source:
             out["source"] = self.source
         return out
@@ -298,6 +320,11 @@ class Waterfall:
     steps: tuple[tuple[str, float, float], ...]  # (label, FLOP/s before, after) at the factors' medians
     levels: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)  # FLOP/s after each step
 
+    def layout_fields(self) -> dict:
+        """The layout's fields, the expert-only ones (mcflops.layout.moe) left out for a dense model."""
+        lay = dataclasses.asdict(self.layout)
+        return lay if self.shape.moe else {k: v for k, v in lay.items() if k not in (*MOE_FLAGS, *MOE_KEYS)}
+
     def to_dict(self) -> dict:
         return {"peak_flops": self.peak, "factors": {k: dict(v) for k, v in self.factors.items()},
                 "steps": [{"label": a, "before": b, "after": c} for a, b, c in self.steps],
@@ -335,7 +362,7 @@ def waterfall(prior: LayoutPrior, count: int | None = None, posterior_mfu=None, 
     f = prior.factor_draws(count)
     w = None if posterior_mfu is None else posterior_weights(f["mfu"], np.asarray(posterior_mfu, float))
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for name in (*FACTORS, "mfu"):
+    for name in (*factor_names(f), "mfu"):
         out[name] = {"prior": _wq(f[name], None)}
         if w is not None:
             out[name]["posterior"] = _wq(f[name], w)
@@ -343,7 +370,7 @@ def waterfall(prior: LayoutPrior, count: int | None = None, posterior_mfu=None, 
     steps, level = [], prior.peak
     levels: dict[str, dict[str, dict[str, float]]] = {}
     cum = np.full(f["gemm"].shape, prior.peak)
-    names = [*FACTORS, *(["counting"] if prior.counting != 1.0 else [])]
+    names = [*factor_names(f), *(["counting"] if prior.counting != 1.0 else [])]
     for name in names:
         factor = prior.counting if name == "counting" else out[name][use]["p50"]
         cum = cum * (prior.counting if name == "counting" else f[name])

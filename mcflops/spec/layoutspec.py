@@ -26,6 +26,7 @@ from mcflops import hardware as catalogue
 from mcflops.errors import kind
 from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
     load_fit, overlap_defaults, problem
+from mcflops.layout.moe import MOE_FLAGS, MOE_PARAMS, PRIORS as MOE_PRIORS, ROUTERS
 from mcflops.layout.unstated import MIXABLE, candidates, combinations, leanest
 from mcflops.numbers import parse_number
 from mcflops.priors.quantiles import median, ppf
@@ -33,10 +34,12 @@ from mcflops.spec.fields import Fields
 from mcflops.spec.grammar import parse_dist
 
 INT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "zero", "grad_bytes",
-            "nvlink_domain")
-FLOAT_KEYS = ("nvlink_gb_s", "network_gb_s")
-BOOL_KEYS = ("sequence_parallel", "fsdp", *OVERLAP_FLAGS)
-KEYS = (*INT_KEYS, *FLOAT_KEYS, "recompute", "schedule", *BOOL_KEYS)
+            "nvlink_domain", "etp")
+FLOAT_KEYS = ("nvlink_gb_s", "network_gb_s", "hbm_gb_s", "capacity_factor")
+BOOL_KEYS = ("sequence_parallel", "fsdp", "recompute_moe", *OVERLAP_FLAGS, *MOE_FLAGS)
+KEYS = (*INT_KEYS, *FLOAT_KEYS, "recompute", "schedule", "router", *BOOL_KEYS)
+# a mixture of experts' own fields (mcflops.layout.moe): refused for a dense model
+EXPERT_KEYS = ("etp", "hbm_gb_s", "capacity_factor", "router", "recompute_moe", *MOE_FLAGS)
 UNKNOWN = "unknown"  # an overlap flag's third value: both settings, equal weight
 _FIT_PATH = str(Path(__file__).resolve().parents[1] / "data" / "layout_fit.json")
 
@@ -57,6 +60,10 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     if not hardware.count:
         raise err("mfu: {layout: ...} needs hardware.count (the data-parallel degree follows from it)")
     acc = catalogue.get(hardware.accelerator)
+    moe = arch.shape().moe
+    if not moe and any(k in lay for k in EXPERT_KEYS):
+        k = next(k for k in EXPERT_KEYS if k in lay)
+        raise err(f"layout.{k} is for a mixture of experts (architecture.experts)", lay, k)
 
     vals: dict[str, Any] = {}
     for k in INT_KEYS:
@@ -70,32 +77,37 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     for k in FLOAT_KEYS:
         if k in lay:
             x = parse_number(lay[k])
-            if x is None or x <= 0:
-                raise err(f"expected layout.{k}: a number > 0 (GB/s), got {lay[k]!r}", lay, k)
+            if x is None or (x < 1.0 if k == "capacity_factor" else x <= 0):
+                what = "a number >= 1" if k == "capacity_factor" else "a number > 0 (GB/s)"
+                raise err(f"expected layout.{k}: {what}, got {lay[k]!r}", lay, k)
             vals[k] = float(x)
-    for k, allowed in (("recompute", (*RECOMPUTE, UNKNOWN)), ("schedule", SCHEDULES)):
+    for k, allowed in (("recompute", (*RECOMPUTE, UNKNOWN)), ("schedule", SCHEDULES), ("router", ROUTERS)):
         if k in lay:
             if lay[k] not in allowed:
                 raise err(f"expected layout.{k}: one of {', '.join(allowed)}, got {lay[k]!r}", lay, k)
             if lay[k] != UNKNOWN:
                 vals[k] = str(lay[k])
     for k in BOOL_KEYS:
-        if k in OVERLAP_FLAGS and lay.get(k) == UNKNOWN:
+        if k in (*OVERLAP_FLAGS, *MOE_FLAGS) and lay.get(k) == UNKNOWN:
             continue
         if k in lay and not isinstance(lay[k], bool):
-            also = ", false or unknown" if k in OVERLAP_FLAGS else " or false"
+            also = ", false or unknown" if k in (*OVERLAP_FLAGS, *MOE_FLAGS) else " or false"
             raise err(f"expected layout.{k}: true{also}, got {kind(lay[k])}", lay, k)
     # unstated overlap flags: unknown (mixed), except the data-parallel two under FSDP, on by its design
     by_design = {k: v for k, v in overlap_defaults(True).items() if v} if lay.get("fsdp") else {}
     flags = {k: lay.get(k, by_design.get(k, UNKNOWN)) for k in OVERLAP_FLAGS}
-    unknown = tuple(k for k in OVERLAP_FLAGS if flags[k] == UNKNOWN)
+    if moe:  # unstated: unknown, except DualPipe's all-to-all overlap, its design (DeepSeek-V3 Sec. 3.2.1)
+        design = {"ep_comm_overlap": True} if lay.get("schedule") == "dualpipe" else {}
+        flags.update({k: lay.get(k, design.get(k, UNKNOWN)) for k in MOE_FLAGS})
+    unknown = tuple(k for k in (*OVERLAP_FLAGS, *MOE_FLAGS) if flags.get(k) == UNKNOWN)
     vals.update({k: v is True for k, v in flags.items()})
     if lay.get("fsdp"):
         if vals.get("zero", 3) != 3:
             raise err("layout: fsdp: true is ZeRO stage 3 (fully sharded); leave zero out or set zero: 3", lay, "zero")
         vals["zero"] = 3
-    if "sequence_parallel" in lay:
-        vals["sequence_parallel"] = bool(lay["sequence_parallel"])
+    for k in ("sequence_parallel", "recompute_moe"):
+        if k in lay:
+            vals[k] = bool(lay[k])
     if "global_batch" not in vals:
         raise err("layout: missing global_batch (sequences per optimizer step)", lay, None)
     if vals.get("zero", 1) > 3:
@@ -119,13 +131,13 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     if bad is not None:
         raise err(f"layout: {bad[1]}", lay, bad[0] if bad[0] in lay else None)
 
-    for k in ("nvlink_gb_s", "nvlink_domain", "network_gb_s"):
+    for k in ("nvlink_gb_s", "nvlink_domain", "network_gb_s", *(("hbm_gb_s",) if moe else ())):
         if k not in vals:
             v = getattr(acc, k, None)
             if v is None:
                 raise err(f"layout: the catalogue has no {k} for {acc.id}; give layout.{k}", lay, None)
             layout = dataclasses.replace(layout, **{k: v})
-    eff = _efficiency(node, here, acc.id)
+    eff = _efficiency(node, here, acc.id, moe)
     try:
         peak = acc.peak(hardware.precision)
     except catalogue.HardwareError as x:
@@ -156,15 +168,17 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     return prior
 
 
-def _efficiency(node: Mapping, here: Fields, acc_id: str) -> dict:
+def _efficiency(node: Mapping, here: Fields, acc_id: str, moe: bool = False) -> dict:
     fit = load_fit()
-    defaults = {**fit["default"], **fit.get("accelerator", {}).get(acc_id, {})}
+    # the MoE priors: the fit's where it has them, else the module's first-principles ones (mcflops.layout.moe)
+    defaults = {**(MOE_PRIORS if moe else {}), **fit["default"], **fit.get("accelerator", {}).get(acc_id, {})}
+    names = (*PARAMS, *(MOE_PARAMS if moe else ()))
     fit_where = Fields(_FIT_PATH)
-    out = {p: parse_dist(defaults[p], f"layout_fit.{p}", fit_where, defaults, p) for p in PARAMS}
+    out = {p: parse_dist(defaults[p], f"layout_fit.{p}", fit_where, defaults, p) for p in names}
     out = {p: dataclasses.replace(d, source=defaults[p].get("source")) for p, d in out.items()}
     if "efficiency" in node:
-        eff = here.mapping(node, "efficiency", expected="efficiency: {" + ", ".join(PARAMS) + "}", got=False)
-        here.keys(eff, PARAMS, listing=f"expected: {', '.join(PARAMS)}", per_key=False)
+        eff = here.mapping(node, "efficiency", expected="efficiency: {" + ", ".join(names) + "}", got=False)
+        here.keys(eff, names, listing=f"expected: {', '.join(names)}", per_key=False)
         for p in eff:
             d = parse_dist(eff[p], f"{here.field}.efficiency.{p}", here, eff, p)
             lo = float(ppf(d, 1e-9))
