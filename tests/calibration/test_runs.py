@@ -96,13 +96,47 @@ def test_stated_arithmetic_gives_the_hours(run):
         assert float(stated.replace(",", "")) == pytest.approx(run["hours"], rel=1e-9)
 
 
+PRODUCT = re.compile(r"([\d,.]+) x ([\d,.]+) x 24 = ([\d,.]+)")
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if PRODUCT.search(r["hours_scope"])], ids=lambda r: r["id"])
+def test_count_x_days_is_multiplied_out_right(run):
+    """Where hours_scope spells out accelerators x days x 24 ('384 x 14 x 24 = 129,024'), the product is the
+    stated result: an arithmetic slip in the derivation would otherwise pass the check above unseen."""
+    for count, days, stated in PRODUCT.findall(run["hours_scope"]):
+        num = [float(x.replace(",", "")) for x in (count, days, stated)]
+        assert num[0] * num[1] * 24 == pytest.approx(num[2], rel=1e-12), run["id"]
+
+
+def test_one_spelling_per_organisation():
+    """The organisation split holds out all of an organisation's runs at once, so one organisation spelt two
+    ways ('TII' and 'T.I.I.', 'Hugging Face' and 'HuggingFace') would be two groups and leak between folds."""
+    key = {}
+    for r in RUNS:
+        key.setdefault(re.sub(r"[^a-z0-9]", "", r["org"].lower()), set()).add(r["org"])
+    assert all(len(v) == 1 for v in key.values()), {k: v for k, v in key.items() if len(v) > 1}
+
+
 @pytest.mark.parametrize("run_id, field, value", [
     ("llama3.1-405b", "hours", 30.84e6),  # Llama 3.1 model card, Training Time (GPU hours)
     ("deepseek-v3", "hours", 2.664e6),  # DeepSeek-V3 report Table 1: pre-training 2,664K H800 hours
     ("opt-175b", "tokens", 300e9),  # metaseq OPT chronicles final_update.md: 'completed its training run on 300B tokens'
     ("llama4-scout", "hours", 5.0e6),  # Llama 4 model card, Training Time (GPU hours)
     ("deepseek-v2", "hours", 172.8e3 * 8.1),  # DeepSeek-V2 paper Sec. 3.2.3: 172.8K GPU hours per trillion tokens x 8.1T
+    ("jetmoe-8b", "hours", 30_000),  # JetMoE paper abstract: '1.25T tokens ... and 30,000 H100 GPU hours'
+    ("jetmoe-8b", "params_active", 2.2e9),  # JetMoE paper Table 3: 2.2B activated of 8B
+    ("falcon2-11b", "tokens", (4500 + 250 + 250 + 500) * 1e9),  # Falcon2-11B card: the four stages' tokens
+    ("llemma-34b", "hours", 47_000),  # EleutherAI Llemma blog: '47,000 A100 hours for the 34B' (50B tokens)
+    ("starcoderbase-1b", "hours", 128 * 11 * 24),  # StarCoderBase-1B card: 128 Tesla A100, 11 days
 ])
 def test_pinned_published_figures(run_id, field, value):
     run = RUNS[IDS.index(run_id)]
     assert run[field] == pytest.approx(value, rel=1e-9)
+
+
+def test_the_throughput_row_is_tokens_over_its_stated_rate():
+    """OpenLLaMA's README states a rate ('over 2200 tokens / second / TPU-v4 chip for our 7B model'), not hours:
+    the row's chip-hours are 1T tokens over that rate, rounded to 0.1 h as its hours_scope writes them."""
+    run = RUNS[IDS.index("openllama-7b")]
+    assert "2200 tokens / second / TPU-v4 chip" in run["hours_scope"]
+    assert run["hours"] == pytest.approx(float(run["tokens"]) / 2200 / 3600, abs=0.05)
