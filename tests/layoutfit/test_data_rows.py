@@ -1,5 +1,5 @@
-"""The layout-resolved rows added from torchtitan's 2025 benchmarks, Megatron-Core's MoE model zoo, DeepSeek-V3
-and Korthikanti et al. 2022.
+"""The layout-resolved rows added from torchtitan's 2025 benchmarks, Megatron-Core's MoE model zoo, DeepSeek-V3,
+Korthikanti et al. 2022 and MLPerf Training's GPT-3 175B results.
 
 Each check compares the typed rows with a second figure the source prints (a speedup column, a step time beside
 a throughput, an MFU beside an iteration time) or with a count we did not write (Narayanan's model FLOPs,
