@@ -3,7 +3,8 @@
 Each kind of split is a partition of the rows into groups (:func:`partition`: disjoint, covering every row):
 
 - ``paper``: the source publication (Megatron-LM 2021, Megatron-Core 2024, MegaScale with both its columns,
-  llm-foundry, torchtitan, vTrain); each paper held out in turn, so its stack's effects are never fitted;
+  llm-foundry, torchtitan, vTrain, Korthikanti et al. 2022, MLPerf Training with its rounds); each paper held out
+  in turn, so its stack's effects are never fitted;
 - ``generation``: the accelerator generation (Hopper with its FP8 rows, A100); each held out in turn, so its
   family's GEMM efficiency is drawn as a new family's;
 - ``scale``: rows on more than :data:`SCALE_CUT` accelerators against the rest; only the largest are held
@@ -45,6 +46,9 @@ KINDS = ("paper", "generation", "scale")
 LABELS = {"paper": "paper out", "generation": "generation out", "scale": f"more than {SCALE_CUT:,} accelerators"}
 HELD_GROUPS = {"scale": (f"> {SCALE_CUT}",)}  # kinds that hold out only some groups (the others: every group)
 PAPERS = {"megascale": "megascale", "megatron-on-megascale": "megascale"}  # MegaScale's two columns, one paper
+# MLPerf Training's rounds (a stack each: mlperf-v3.0-gpt3, ...) are one code base's lineage (NVIDIA's NeMo-based
+# implementation), held out together so that no round is predicted from its siblings
+MLPERF = "mlperf-training"
 NOISE_REPS = 20
 QUANTILES = (0.05, 0.5, 0.95)
 # the issue's targets on held-out series (a fully stated layout): shown beside the scores, never fitted to
@@ -71,7 +75,7 @@ def settings_for(chains: int, draws: int) -> Settings:
 def group_of(kind: str, r: lf.Row) -> str:
     """The group of row ``r`` in a split of ``kind``."""
     if kind == "paper":
-        return PAPERS.get(r.stack, r.stack)
+        return PAPERS.get(r.stack, MLPERF if r.stack.startswith("mlperf-") else r.stack)
     if kind == "generation":
         return r.family.removesuffix("-fp8")
     if kind == "scale":

@@ -125,6 +125,28 @@ def production(fit_json: Mapping[str, Any], runs: Sequence[LayoutRun] | None = N
     return out
 
 
+def held_out(fit_json: Mapping[str, Any], runs: Sequence[LayoutRun]) -> list[dict[str, Any]]:
+    """Any rows the shipped priors never saw (benchmark rows added after the fit included), predicted as
+    :func:`production` predicts a production row: through the prior-file path, in the row's own FLOP convention,
+    its unstated flags and recompute mixed. Unlike :func:`production` it needs no accelerator family of the fit
+    (a B200 row takes the ``default:`` priors, as a prior file on it does). Each: measured, p5/p50/p95, p50 over
+    measured, p95/p5, and whether the 90% interval covers the measurement."""
+    out = []
+    for run in runs:
+        shape, n = _n(run, None)
+        lo, _ = lf.layout_of(run, shape)
+        modes = lf.recompute_modes(run, shape, lo)
+        conv = run.measured["convention"]
+        draws = [layout_prior(run, fit_json, None, {"recompute": m}).factor_draws()["mfu"] / lf.to_true(conv, shape, n, m)
+                 for m in modes]
+        q5, q50, q95 = (float(x) for x in np.quantile(draw_components(draws, (), len(modes)), [0.05, 0.5, 0.95]))
+        y = run.mfu
+        out.append({"id": run.id, "accelerator": run.accelerator, "precision": run.precision, "count": run.count,
+                    "convention": conv, "measured": y, "p5": q5, "p50": q50, "p95": q95, "ratio": q50 / y,
+                    "p95_over_p5": q95 / q5, "covered_90": q5 <= y <= q95, "recompute": "/".join(modes), "fit": run.fit})
+    return out
+
+
 def _n(run: LayoutRun, arch: Mapping | None) -> tuple:
     return lf.shape_of(run, arch)[0], run.params["active"]
 

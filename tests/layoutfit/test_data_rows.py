@@ -1,5 +1,5 @@
-"""The layout-resolved rows added from torchtitan's 2025 benchmarks, Megatron-Core's MoE model zoo, DeepSeek-V3
-and Korthikanti et al. 2022.
+"""The layout-resolved rows added from torchtitan's 2025 benchmarks, Megatron-Core's MoE model zoo, DeepSeek-V3,
+Korthikanti et al. 2022 and MLPerf Training's GPT-3 175B results.
 
 Each check compares the typed rows with a second figure the source prints (a speedup column, a step time beside
 a throughput, an MFU beside an iteration time) or with a count we did not write (Narayanan's model FLOPs,
@@ -154,3 +154,52 @@ def test_korthikanti_rows_mfu_recomputed_from_iteration_time(runs):
     # the abstract: 54.2% is "29% faster" than full recompute's 42.1% at 2240 GPUs
     assert runs["korthikanti2022-530b-selective-sp-2240"].mfu / runs["korthikanti2022-530b-full-recompute-2240"].mfu \
         == pytest.approx(1.29, abs=0.005)
+
+
+# MLPerf Training's gpt3 benchmark: the reference's figures (mlcommons/training large_language_model/megatron-lm:
+# run_gpt3.sh and README.md), typed here from the reference, not from the rows
+MLPERF_GPT3 = {"layers": 96, "d_model": 12288, "heads": 96, "ffn": 4 * 12288, "vocab": 50257, "seq_len": 2048, "glu": False}
+# submitted systems per round (the results repositories' gpt3 result folders on accelerators the catalogue has,
+# duplicates filed twice counted once; TPU v5p's int8 submissions excluded)
+MLPERF_ROUNDS = {"v3.0": 5, "v3.1": 8, "v4.0": 4, "v4.1": 5}
+
+
+def test_mlperf_gpt3_rows_mfu_from_step_time_and_the_flop_count(runs):
+    """Each row's MFU is Narayanan et al. 2021's model FLOPs for a step, 72 B s l h^2 (1 + s/6h + V/12lh), over the
+    step time x GPUs x the dense FP8 peak, the step time rounded to 4 figures and the MFU to 4 decimals: an
+    independent NumPy line reproduces it, the chain's own megatron count per token agrees with that line, and the
+    tokens per GPU-second are the global batch's tokens over the same time."""
+    from mcflops.arch import Shape, counts
+    from mcflops.chain import published_per_token
+
+    rows = _series(runs, "mlperf-")
+    assert {s: sum(r.series == f"mlperf-{s}-gpt3" for r in rows) for s in MLPERF_ROUNDS} == MLPERF_ROUNDS
+    assert len(rows) == sum(MLPERF_ROUNDS.values())
+    peak = {"h100-sxm": 1978.9e12, "b200": 4.5e15}  # accelerators.yaml's dense FP8 figures, as typed there
+    for r in rows:
+        _whole_layout(r)
+        lay, a = r.layout, r.architecture
+        assert r.kind == "benchmark" and r.status == "D" and r.precision == "fp8" and "Apache-2.0" in r.licence
+        assert {k: a[k] for k in MLPERF_GPT3} == MLPERF_GPT3, r.id
+        assert hardware.get(r.accelerator).peak("fp8") == peak[r.accelerator]
+        # Megatron's interleaved schedule: whole layers per virtual stage, whole micro-batches per replica
+        assert a["layers"] % (lay["pp"] * lay["vpp"]) == 0 and lay["schedule"] == "interleaved", r.id
+        assert lay["global_batch"] % (lay["dp"] * lay["micro_batch"]) == 0, r.id
+        assert lay["tp"] <= hardware.get(r.accelerator).nvlink_domain and lay["zero"] == 1, r.id
+        B, s, l, h, V = lay["global_batch"], a["seq_len"], a["layers"], a["d_model"], a["vocab"]
+        t, n = r.measured["iteration_time_s"], r.count
+        flops = 72.0 * B * s * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h))
+        mfu = flops / (t * n * peak[r.accelerator])
+        assert abs(r.mfu - mfu) <= 0.5e-4 + mfu * 0.5e-3, r.id  # MFU to 4 decimals, the time to 4 figures
+        assert r.measured["tokens_per_s_per_gpu"] == pytest.approx(B * s / (t * n), abs=0.05 + 1e-9), r.id
+        shape = Shape(**{k: a[k] for k in MLPERF_GPT3})
+        assert published_per_token("megatron", shape, r.params["total"]) == pytest.approx(flops / (B * s), rel=1e-12)
+        # the benchmark's name, 175B, against the counted shape (tied input/output embedding counted once or twice:
+        # 0.6B, within the 0.5%)
+        assert counts(shape).params_total == pytest.approx(r.params["total"], rel=0.005)
+    # the FP8 peak's utilisation sits below the BF16 one's bound: a step time mistyped by 2x would break one side
+    assert all(0.2 < r.mfu < 0.5 for r in rows)
+    # only the B200 preview (no family in the fit) and Oracle's two (recompute unstated) are kept out of the fit
+    assert {r.id for r in rows if not r.fit} == {"mlperf-v4.1-gpt3-nvidia-b200-64", "mlperf-v4.1-gpt3-oracle-1536",
+                                                  "mlperf-v4.1-gpt3-oracle-3072"}
+    assert {r.count for r in rows} >= {64, 256, 512, 10752, 11616}

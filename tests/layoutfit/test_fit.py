@@ -142,3 +142,27 @@ def test_flagship_layout_file_loads():
         pytest.skip("priors/llama405b-layout.yaml is not in this checkout")
     spec = load_spec(path)
     assert "mfu" in spec.count_dependent
+
+
+def test_held_out_rows_are_predicted_as_production_rows_are():
+    """validate.held_out is the production check's prediction for rows the fit never saw: on the production rows
+    without overrides (their recompute unstated or stated, flags unknown) it gives production()'s quantiles; and it
+    takes an accelerator with no family of the fit (B200), where production() cannot, on the default priors."""
+    from mcflops.layoutfit import validate as va
+    from mcflops.layoutfit.data import load_layout_runs
+
+    doc = json.loads(FIT.read_text())
+    plain = [r for r in production_rows() if r.series not in va.PRODUCTION]
+    assert {r.id for r in plain} >= {"bloom-176b", "mt-nlg-530b", "nemotron4-15b-stage1"}
+    ours = {r["id"]: r for r in va.held_out(doc, plain)}
+    for p in va.production(doc, plain):
+        o = ours[p["id"]]
+        assert (o["p5"], o["p50"], o["p95"]) == pytest.approx((p["p5"], p["p50"], p["p95"]), rel=1e-12), p["id"]
+        assert o["measured"] == p["published"] and o["covered_90"] == p["covered_90"]
+        assert o["ratio"] == pytest.approx(p["p50"] / p["published"], rel=1e-12)
+    b200 = next(r for r in load_layout_runs() if r.accelerator == "b200")
+    with pytest.raises(StopIteration):
+        lf.family(b200)
+    assert va.efficiency_for(doc, "b200")["gemm"] == doc["default"]["gemm"]
+    (o,) = va.held_out(doc, [b200])
+    assert 0 < o["p5"] < o["p50"] < o["p95"] <= 1 and o["p95_over_p5"] == pytest.approx(o["p95"] / o["p5"])
