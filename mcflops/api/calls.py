@@ -28,7 +28,7 @@ Phase = Callable[[str], None] | None  # told the name of each stage of a run as 
 def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, key=None,
         progress: Progress = None, posterior: bool = True, method: str = "auto",
         sensitivity: bool | SensitivityOptions = False, nuts: Mapping[str, int] | None = None,
-        phase: Phase = None) -> Result:
+        phase: Phase = None, context: bool = False) -> Result:
     """Run a spec: the prior predictive of every output, and the posterior when it observes something.
 
     ``spec`` may be a :class:`Spec`, a path to a prior file, or a mapping (a notebook's dict).
@@ -36,24 +36,31 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
     ``sensitivity``: True for the analysis the file's ``sensitivity:`` block asks for, or the options
     themselves (``mcflops.spec.sensitivity_options(spec, ...)``, e.g. with command-line overrides).
     ``nuts``: NUTS's ``chains``, ``warmup`` and ``draws``.
+    ``context``: also the run's MFU in context (analysis.context: the file's MFU prior beside the calibrated
+    prior from published runs, and the layout model's without a pilot's, as ``mcflops ladder`` sets them, on
+    the run's key and draws), summary.json's ``mfu_context`` and the report's section; a spec given as a
+    Spec without a file (``spec.path`` None) has none.
     ``phase``: called with the name of each stage as it starts ("compiling", then ``progress`` counts the
     blocks; "analysing: ..."), for a display; it computes nothing.
     """
     return _run(Call("run"), spec, samples=samples, seed=seed, key=key, progress=progress, posterior=posterior,
-                method=method, sensitivity=sensitivity, nuts=nuts, phase=phase)
+                method=method, sensitivity=sensitivity, nuts=nuts, phase=phase, context=context)
 
 
 def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior, method, sensitivity, nuts,
-         phase) -> Result:
+         phase, context: bool = False) -> Result:
     """run's work, its arguments checked in the name of ``call`` (run, sample or sensitivity)."""
     from mcflops import engine
     from mcflops.engine import summary
     from mcflops.inference.update import METHODS
     from mcflops.model import compute as model_mod
 
+    # the file (or mapping) the context's rungs vary: a loaded Spec names its own
+    source = spec.path if isinstance(spec, Spec) else spec
     spec = _overridden(call, spec, samples, seed)
     progress, phase = call.callback(progress, "progress"), call.callback(phase, "phase")
     posterior = call.flag(posterior, "posterior")
+    context = call.flag(context, "context") and source is not None
     method = call.choice(method, "method", METHODS)
     if not isinstance(sensitivity, SensitivityOptions):
         sensitivity = call.flag(sensitivity, "sensitivity")
@@ -120,13 +127,20 @@ def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior,
         # the failures model's degenerate regimes at the file's count (goodput under 0.5, interval far off)
         notes = [x for dep in spec.count_dependent.values() for x in dep.notes()]
         layout_out = _layout(spec, post)
+        context_out = None
+        if context:  # the ladder's rungs for this file, on the run's key (analysis.context)
+            from mcflops.analysis.context import context as context_of
+
+            say("analysing: MFU in context")
+            context_out = jsonable(context_of(spec, source, key=key, samples=samples,
+                                              posterior=post.summary if post is not None else None))
         timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
         return Result(spec=spec, seed=seed, samples=samples, chain=point_chain, prior=prior,
                       observed=observed, draws=draws, posterior=post.summary if post is not None else None,
                       posterior_draws=post.draws if post is not None else None, sensitivity=sens_out,
                       device=device_name(), timings=timings, sums=sums, model=m,
                       notes=[*notes, *scope, *spec.notes, *(post.notes if post is not None else ())],
-                      plan=plan_out, layout=layout_out)
+                      plan=plan_out, layout=layout_out, context=context_out)
 
 
 def _layout(spec: Spec, post) -> dict[str, Any] | None:
