@@ -21,21 +21,32 @@ from pathlib import Path
 from typing import Any, Mapping
 
 REL = 0.01  # an observed GPU-hours figure within 1% of a published run's hours is that run's figure
+# the context's draws, at most (the file's samples when fewer): its GPU-hours medians' MCSE is then at most
+# 0.1% of the median for a rung whose log GPU-hours has sd 0.4 (1.2533 x 0.4 / 512), under the report's
+# three digits, and a warm flagship run pays for a quarter of its 1e6 draws (benchmarks/RESULTS.md)
+DRAWS = 1 << 18
 
 
-def context(spec, source: str | Path | Mapping, *, key, samples: int | None = None,
-            posterior: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def context(spec, source: str | Path | Mapping, *, key, samples: int | None = None) -> dict[str, Any]:
     """The ladder of ``source`` (the run's prior file, or the notebook's mapping) with ``spec`` (the run's
-    Spec) as its first rung, drawn with ``key`` (the run's), ``samples`` draws (default: the file's) and the
-    run's seed; with the file's ``observe:``, notes on the run's ``posterior`` (summary.json's) against it."""
+    Spec) as its first rung, drawn with ``key`` (the run's), ``samples`` draws (default: the file's; at most
+    DRAWS) and the run's seed. It needs nothing the run computes, so a run may compute it beside its own pass;
+    :func:`observed` adds what the run's posterior says."""
     from mcflops.analysis.ladder import ladder
 
-    out = ladder(source, None, samples=samples, seed=spec.seed, key=key, base=spec)
+    n = min(spec.samples if samples is None else int(samples), DRAWS)
+    out = ladder(source, None, samples=n, seed=spec.seed, key=key, base=spec)
     out["distribution"] = "prior"
-    if spec.observe:
-        out["observed"] = sorted(spec.observe)
-        out["notes"] = [*out["notes"], *_observed_notes(spec, out["rungs"], posterior)]
     return out
+
+
+def observed(out: Mapping[str, Any], spec, posterior: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``out`` (:func:`context`'s) with, for a file with ``observe:``, what it observes and the notes on the
+    run's ``posterior`` (summary.json's) against the rungs; as it is otherwise."""
+    if not spec.observe:
+        return dict(out)
+    return {**out, "observed": sorted(spec.observe),
+            "notes": [*out["notes"], *_observed_notes(spec, out["rungs"], posterior)]}
 
 
 def _observed_notes(spec, rows, posterior: Mapping[str, Any] | None) -> list[str]:

@@ -81,7 +81,7 @@ def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior,
         from mcflops.analysis import plan as plan_mod
 
         plan_rows = plan_mod.request(spec, spec.plan, key=key, posterior=weigh)
-    with _alongside(m, sens_opts, key) as background:
+    with _alongside(m, sens_opts, key) as background, _beside(context, spec, source, key, samples) as rungs:
         say("compiling")  # the first block is sampled by the program being compiled; progress then counts
         sums = engine.run(key, m, lik, samples, progress=progress, extra=plan_rows)
         t1 = time.perf_counter()
@@ -128,12 +128,11 @@ def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior,
         notes = [x for dep in spec.count_dependent.values() for x in dep.notes()]
         layout_out = _layout(spec, post)
         context_out = None
-        if context:  # the ladder's rungs for this file, on the run's key (analysis.context)
-            from mcflops.analysis.context import context as context_of
+        if rungs is not None:  # the ladder's rungs for this file, on the run's key (analysis.context)
+            from mcflops.analysis import context as context_mod
 
             say("analysing: MFU in context")
-            context_out = jsonable(context_of(spec, source, key=key, samples=samples,
-                                              posterior=post.summary if post is not None else None))
+            context_out = jsonable(context_mod.observed(rungs(), spec, post.summary if post is not None else None))
         timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
         return Result(spec=spec, seed=seed, samples=samples, chain=point_chain, prior=prior,
                       observed=observed, draws=draws, posterior=post.summary if post is not None else None,
@@ -306,6 +305,32 @@ def write(kind: str, data: Mapping[str, Any], out: str | Path) -> None:
     if not isinstance(out, (str, Path)) or not str(out).strip():
         raise call.error("out", f"expected a folder's path, got {_kind(out)}")
     output.write_analysis(kind_, data, Path(out), where=str(out))
+
+
+@contextmanager
+def _beside(wanted: bool, spec: Spec, source, key, samples: int):
+    """The run's MFU in context (analysis.context) as a function that returns it: computed in a thread while
+    the caller samples (it needs only the file and the key: its programs load, or compile, on the other core),
+    or where that cannot be (across hosts, which must issue their collectives in one order), when called.
+    None when not ``wanted``. Its numbers do not depend on this (every pass is keyed)."""
+    if not wanted:
+        yield None
+        return
+    import jax
+
+    from mcflops.analysis.context import context
+
+    if jax.process_count() > 1:
+        yield lambda: context(spec, source, key=key, samples=samples)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcflops-context")
+    try:
+        future = pool.submit(context, spec, source, key=key, samples=samples)
+        yield future.result
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 @contextmanager

@@ -32,6 +32,12 @@ def _q(name: str, s: Mapping[str, Any] | None) -> str:
     return f"{fmt(name, s['p50'])} ({interval(name, s.get('p5'), s.get('p95'))})"
 
 
+def _mcse(rows) -> str:
+    """The largest Monte Carlo error of a GPU-hours median, in words (a ladder.json before it had none: nothing)."""
+    m = [r["gpu_hours_mcse_p50"] for r in rows if num(r.get("gpu_hours_mcse_p50"))]
+    return f"; a GPU-hours median's Monte Carlo standard error at most {100 * max(m):.2g}% of it" if m else ""
+
+
 def _gpus(x: Mapping[str, Any] | None) -> str:
     if not x:
         return "n/a"
@@ -73,7 +79,7 @@ def section(d: Mapping[str, Any], title: str = f"1. {TITLE}", compact: bool = Fa
     n_u = rows[0].get("effective_draws") if rows else None
     sec.blocks.append(Table(header, body, num=frozenset(range(1, len(header))), stack=True,
                             caption=f"MFU quantiles are the priors' own (exact); MFU x goodput from the first "
-                            f"{n_u:,} draws; GPU-hours and days from every draw ({d.get('samples', 0):,})."
+                            f"{n_u:,} draws; GPU-hours and days from every draw ({d.get('samples', 0):,}{_mcse(rows)})."
                             if n_u else None))
     sec.blocks.append(Items([[f"{r['tag']}: {r['prior']}"] for r in rows]))
     notes = d.get("notes") or []
