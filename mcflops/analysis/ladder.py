@@ -181,7 +181,7 @@ def ladder(path: str | Path | Mapping, layout: Sequence[str] | Mapping[str, Any]
                      "effective": _sample_q(dr["mfu"] * dr["goodput"]),
                      "effective_draws": int(dr["mfu"].size),
                      "gpu_hours": entry["gpu_hours"], "wall_days": entry["wall_days"],
-                     "gpu_hours_mcse_p50": _mcse_median(dr["gpu_hours"], n),
+                     "gpu_hours_mcse_p50": median_mcse(dr["gpu_hours"], n),
                      "cost": entry.get("cost"), "deadline": entry.get("deadline"),
                      "accelerator": s.hardware.accelerator, "count": s.hardware.count,
                      "count_dependent": sorted(s.count_dependent)})
@@ -217,7 +217,7 @@ def _exact(d) -> dict[str, float]:
     return dict(zip(("p5", "p50", "p95"), (float(x) for x in ppf(d, list(PROBS)))))
 
 
-def _mcse_median(x, n: int) -> float:
+def median_mcse(x, n: int) -> float:
     """The Monte Carlo standard error of the median of ``n`` draws, relative to it: sqrt(p (1 - p) / n) / f(q)
     at p = 1/2 (the order statistic's asymptotic sd; Serfling 1980, Sec. 2.3.3), 1 / f(q) read from ``x`` (the
     first draws) as the spread of its 45th-55th percentiles over 0.1."""
