@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/cli_speed.py --repeats 3 --only validate,sample
     .venv/bin/python benchmarks/cli_speed.py --json out.json  # also write the figures as JSON
     .venv/bin/python benchmarks/cli_speed.py --tree /tmp/base    # A/B: another source tree, same rounds
+    .venv/bin/python benchmarks/cli_speed.py --only run --prior priors/examples/ladder/dense70b-guess.yaml
 
 Commands (targets on the 2-core reference machine in benchmarks/RESULTS.md):
 
@@ -11,7 +12,10 @@ Commands (targets on the 2-core reference machine in benchmarks/RESULTS.md):
 * ``mcflops sample priors/llama405b.yaml`` warm (<= 1.5 s);
 * ``mcflops run priors/llama405b.yaml`` warm (<= 3 s, and <= 1.5x the time the plain NumPy reference,
   ``benchmarks/reference_numpy.py``, takes to draw 1e7 samples, timed in the same rounds) and cold, with an
-  empty JAX compilation cache (<= 10 s).
+  empty JAX compilation cache (<= 10 s); beside it, in the same rounds, the warm run without its MFU in
+  context (``--no-context``): what the context adds.
+
+``--prior FILE`` times another prior file in place of the flagship.
 
 Each command runs ``--repeats`` times in a fresh process; the runs of every command are
 interleaved round by round, so that a busy neighbour slows all of them alike. The reference is the
@@ -56,6 +60,7 @@ def commands(out: str) -> dict[str, list[str]]:
         "validate": _mcflops("validate", PRIOR),
         "sample (warm)": _mcflops("sample", PRIOR, "--quiet"),
         "run (warm)": _mcflops("run", PRIOR, "--quiet", "--out", out),
+        "run --no-context (warm)": _mcflops("run", PRIOR, "--quiet", "--no-context", "--out", out),
         # the flagship's other yardstick: the plain NumPy model at the run's 1e7 draws, as a whole process too
         "numpy 1e7 draws": [sys.executable, str(ROOT / "benchmarks" / "reference_numpy.py"), "10000000"],
     }
@@ -95,7 +100,9 @@ def main(argv=None) -> int:
     p.add_argument("--only", help="comma-separated: validate, sample, run, cold")
     p.add_argument("--json", help="write the figures to this file")
     p.add_argument("--tree", action="append", default=[], help="another source tree timed in the same rounds")
+    p.add_argument("--prior", default=PRIOR, help=f"the prior file the commands read (default {PRIOR})")
     args = p.parse_args(argv)
+    globals()["PRIOR"] = args.prior
 
     tmp = tempfile.mkdtemp(prefix="mcflops-cli-speed-")
     trees = {"": ROOT, **{f" [{Path(t).name}]": Path(t).resolve() for t in args.tree}}
@@ -108,7 +115,8 @@ def main(argv=None) -> int:
     cmds = {}
     for i, tag in enumerate(trees):
         for name, cmd in commands(os.path.join(tmp, f"out-{i}")).items():
-            if not (tag and (name.startswith("reference") or name.startswith("numpy"))):
+            # --no-context is this tree's flag (an earlier tree has no context to leave out)
+            if not (tag and (name.startswith("reference") or name.startswith("numpy") or "--no-context" in name)):
                 cmds[name + tag] = (tag, cmd)
     if args.only:
         keep = set(args.only.split(","))

@@ -58,13 +58,15 @@ def kind_of(written: Any) -> str:
 
 
 def rungs(path: str | Path | Mapping, layout: Mapping[str, Any] | None = None,
-          pilots: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+          pilots: Sequence[Mapping[str, Any]] = (), base=None) -> list[dict[str, Any]]:
     """Each rung's kind, label and Spec: the file as written first, then the rungs it does not already hold;
-    with ``pilots`` (analysis.pilot.parse_pilot's), last the layout rung's MFU conditioned on them."""
+    with ``pilots`` (analysis.pilot.parse_pilot's), last the layout rung's MFU conditioned on them. ``base``:
+    ``path`` already loaded (a run's Spec: its first rung, not loaded again)."""
     from mcflops.spec import load_spec
     from mcflops.spec.reader import read_yaml
 
-    base = load_spec(path)  # the file's own mistakes are reported first, with its lines
+    if base is None:
+        base = load_spec(path)  # the file's own mistakes are reported first, with its lines
     data = copy.deepcopy(dict(path)) if isinstance(path, Mapping) else read_yaml(Path(path))  # a notebook's dict
     written = data["priors"].get("mfu")
     own = "pilot" if base.pilots else kind_of(written)
@@ -149,15 +151,16 @@ def _variant(data: Mapping, base, mfu: Mapping, tag: str, drop_goodput: bool = F
 
 def ladder(path: str | Path | Mapping, layout: Sequence[str] | Mapping[str, Any] | None = None, *,
            pilots: Sequence[str | Mapping[str, Any]] = (), samples: int | None = None, seed: int | None = None, key=None,
-           progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """The ladder of ``path`` (module docstring): ``rungs`` (a row per rung), ``deadline`` and ``notes``."""
+           progress: Callable[[int, int], None] | None = None, base=None) -> dict[str, Any]:
+    """The ladder of ``path`` (module docstring): ``rungs`` (a row per rung), ``deadline`` and ``notes``.
+    ``base``: ``path`` already loaded as a Spec (``mcflops run``'s, analysis.context), the first rung as it is."""
     from mcflops import engine
     from mcflops.analysis import scenarios as scen
     from mcflops.analysis.pilot import parse_pilot
 
     lay = layout if isinstance(layout, Mapping) or layout is None else layout_options(layout)
     pil = [parse_pilot(p) if isinstance(p, str) else p for p in pilots or ()]
-    rs = rungs(path, lay, pil)
+    rs = rungs(path, lay, pil, base=base)
     specs = [r["spec"] for r in rs]
     base = specs[0]
     n = base.samples if samples is None else int(samples)
@@ -178,6 +181,7 @@ def ladder(path: str | Path | Mapping, layout: Sequence[str] | Mapping[str, Any]
                      "effective": _sample_q(dr["mfu"] * dr["goodput"]),
                      "effective_draws": int(dr["mfu"].size),
                      "gpu_hours": entry["gpu_hours"], "wall_days": entry["wall_days"],
+                     "gpu_hours_mcse_p50": median_mcse(dr["gpu_hours"], n),
                      "cost": entry.get("cost"), "deadline": entry.get("deadline"),
                      "accelerator": s.hardware.accelerator, "count": s.hardware.count,
                      "count_dependent": sorted(s.count_dependent)})
@@ -211,6 +215,14 @@ def _exact(d) -> dict[str, float]:
     from mcflops.priors.quantiles import ppf
 
     return dict(zip(("p5", "p50", "p95"), (float(x) for x in ppf(d, list(PROBS)))))
+
+
+def median_mcse(x, n: int) -> float:
+    """The Monte Carlo standard error of the median of ``n`` draws, relative to it: sqrt(p (1 - p) / n) / f(q)
+    at p = 1/2 (the order statistic's asymptotic sd; Serfling 1980, Sec. 2.3.3), 1 / f(q) read from ``x`` (the
+    first draws) as the spread of its 45th-55th percentiles over 0.1."""
+    q45, q50, q55 = np.quantile(np.asarray(x, float), [0.45, 0.5, 0.55])
+    return float(0.5 / np.sqrt(n) * (q55 - q45) / 0.1 / q50)
 
 
 def _sample_q(x) -> dict[str, float]:

@@ -102,7 +102,8 @@ def scenario_draws(specs, couple: Mapping[str, float] | None = None, *, size: in
             for m, v in zip(models, vals)]
 
 
-_values_call = jax.jit(pair.scenario_values, static_argnames=("size", "plans"))
+# kept across processes (engine.program): `mcflops run`'s MFU in context and `ladder` call it once per process
+_values_call = engine.program(pair.scenario_values, static_argnames=("size", "plans"))
 
 
 def deadline_of(specs, deadline_days: float | None = None, prob: float | None = None) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ Phase = Callable[[str], None] | None  # told the name of each stage of a run as 
 def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, key=None,
         progress: Progress = None, posterior: bool = True, method: str = "auto",
         sensitivity: bool | SensitivityOptions = False, nuts: Mapping[str, int] | None = None,
-        phase: Phase = None) -> Result:
+        phase: Phase = None, context: bool = False) -> Result:
     """Run a spec: the prior predictive of every output, and the posterior when it observes something.
 
     ``spec`` may be a :class:`Spec`, a path to a prior file, or a mapping (a notebook's dict).
@@ -36,24 +36,31 @@ def run(spec: SpecLike, *, samples: int | None = None, seed: int | None = None, 
     ``sensitivity``: True for the analysis the file's ``sensitivity:`` block asks for, or the options
     themselves (``mcflops.spec.sensitivity_options(spec, ...)``, e.g. with command-line overrides).
     ``nuts``: NUTS's ``chains``, ``warmup`` and ``draws``.
+    ``context``: also the run's MFU in context (analysis.context: the file's MFU prior beside the calibrated
+    prior from published runs, and the layout model's without a pilot's, as ``mcflops ladder`` sets them, on
+    the run's key and draws), summary.json's ``mfu_context`` and the report's section; a spec given as a
+    Spec without a file (``spec.path`` None) has none.
     ``phase``: called with the name of each stage as it starts ("compiling", then ``progress`` counts the
     blocks; "analysing: ..."), for a display; it computes nothing.
     """
     return _run(Call("run"), spec, samples=samples, seed=seed, key=key, progress=progress, posterior=posterior,
-                method=method, sensitivity=sensitivity, nuts=nuts, phase=phase)
+                method=method, sensitivity=sensitivity, nuts=nuts, phase=phase, context=context)
 
 
 def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior, method, sensitivity, nuts,
-         phase) -> Result:
+         phase, context: bool = False) -> Result:
     """run's work, its arguments checked in the name of ``call`` (run, sample or sensitivity)."""
     from mcflops import engine
     from mcflops.engine import summary
     from mcflops.inference.update import METHODS
     from mcflops.model import compute as model_mod
 
+    # the file (or mapping) the context's rungs vary: a loaded Spec names its own
+    source = spec.path if isinstance(spec, Spec) else spec
     spec = _overridden(call, spec, samples, seed)
     progress, phase = call.callback(progress, "progress"), call.callback(phase, "phase")
     posterior = call.flag(posterior, "posterior")
+    context = call.flag(context, "context") and source is not None
     method = call.choice(method, "method", METHODS)
     if not isinstance(sensitivity, SensitivityOptions):
         sensitivity = call.flag(sensitivity, "sensitivity")
@@ -74,7 +81,7 @@ def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior,
         from mcflops.analysis import plan as plan_mod
 
         plan_rows = plan_mod.request(spec, spec.plan, key=key, posterior=weigh)
-    with _alongside(m, sens_opts, key) as background:
+    with _alongside(m, sens_opts, key) as background, _beside(context, spec, source, key, samples) as rungs:
         say("compiling")  # the first block is sampled by the program being compiled; progress then counts
         sums = engine.run(key, m, lik, samples, progress=progress, extra=plan_rows)
         t1 = time.perf_counter()
@@ -120,13 +127,19 @@ def _run(call: Call, spec: SpecLike, *, samples, seed, key, progress, posterior,
         # the failures model's degenerate regimes at the file's count (goodput under 0.5, interval far off)
         notes = [x for dep in spec.count_dependent.values() for x in dep.notes()]
         layout_out = _layout(spec, post)
+        context_out = None
+        if rungs is not None:  # the ladder's rungs for this file, on the run's key (analysis.context)
+            from mcflops.analysis import context as context_mod
+
+            say("analysing: MFU in context")
+            context_out = jsonable(context_mod.observed(rungs(), spec, post.summary if post is not None else None))
         timings = {"sampling_s": round(t1 - t0, 3), "total_s": round(time.perf_counter() - t0, 3)}
         return Result(spec=spec, seed=seed, samples=samples, chain=point_chain, prior=prior,
                       observed=observed, draws=draws, posterior=post.summary if post is not None else None,
                       posterior_draws=post.draws if post is not None else None, sensitivity=sens_out,
                       device=device_name(), timings=timings, sums=sums, model=m,
                       notes=[*notes, *scope, *spec.notes, *(post.notes if post is not None else ())],
-                      plan=plan_out, layout=layout_out)
+                      plan=plan_out, layout=layout_out, context=context_out)
 
 
 def _layout(spec: Spec, post) -> dict[str, Any] | None:
@@ -292,6 +305,32 @@ def write(kind: str, data: Mapping[str, Any], out: str | Path) -> None:
     if not isinstance(out, (str, Path)) or not str(out).strip():
         raise call.error("out", f"expected a folder's path, got {_kind(out)}")
     output.write_analysis(kind_, data, Path(out), where=str(out))
+
+
+@contextmanager
+def _beside(wanted: bool, spec: Spec, source, key, samples: int):
+    """The run's MFU in context (analysis.context) as a function that returns it: computed in a thread while
+    the caller samples (it needs only the file and the key: its programs load, or compile, on the other core),
+    or where that cannot be (across hosts, which must issue their collectives in one order), when called.
+    None when not ``wanted``. Its numbers do not depend on this (every pass is keyed)."""
+    if not wanted:
+        yield None
+        return
+    import jax
+
+    from mcflops.analysis.context import context
+
+    if jax.process_count() > 1:
+        yield lambda: context(spec, source, key=key, samples=samples)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcflops-context")
+    try:
+        future = pool.submit(context, spec, source, key=key, samples=samples)
+        yield future.result
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 @contextmanager

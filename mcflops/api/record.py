@@ -23,7 +23,7 @@ def build(*, spec: Spec, seed: int, samples: int, device: str, chain: Mapping[st
           posterior: Mapping[str, Any] | None, posterior_draws: Mapping[str, np.ndarray] | None,
           sensitivity: Mapping[str, Any] | None, plan: Mapping[str, Any] | None, layout: Mapping[str, Any] | None,
           notes: list[str], timings: Mapping[str, float], sums: Sums | None,
-          centers: Mapping[str, float]) -> RunRecord:
+          centers: Mapping[str, float], context: Mapping[str, Any] | None = None) -> RunRecord:
     """The record of a run (a Result's fields): its summary, kept draws, figures' data and posterior.nc's groups."""
     from mcflops.inference import netcdf
 
@@ -35,7 +35,9 @@ def build(*, spec: Spec, seed: int, samples: int, device: str, chain: Mapping[st
     counted = spec.architecture.counts() if spec.architecture is not None else None
     if counted is not None:  # parameters and FLOPs per token by component (mcflops.arch)
         d["architecture"] = counted.to_dict()
-    for key, value in (("posterior", posterior), ("sensitivity", sensitivity), ("plan", plan), ("layout", layout)):
+    # mfu_context: the run's rungs of the ladder (analysis.context), what the report's "MFU in context" renders
+    for key, value in (("posterior", posterior), ("sensitivity", sensitivity), ("plan", plan), ("layout", layout),
+                       ("mfu_context", context)):
         if value is not None:
             d[key] = value
     if notes:

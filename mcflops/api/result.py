@@ -60,6 +60,7 @@ class Result:
     notes: list[str] = field(default_factory=list, repr=False)
     plan: dict[str, Any] | None = field(default=None, repr=False)  # the file's plan: block answered (plan.json's)
     layout: dict[str, Any] | None = field(default=None, repr=False)  # a layout MFU prior's account (waterfall)
+    context: dict[str, Any] | None = field(default=None, repr=False)  # the MFU in context (analysis.context)
 
     def __repr__(self) -> str:
         lines = [f"Result({self.spec.name}: {self.samples:,} draws, seed {self.seed}, {self.device}, "

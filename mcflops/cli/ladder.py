@@ -78,19 +78,26 @@ def show_ladder(con, d: dict[str, Any]) -> None:
 
     con.print(f"[bold]ladder[/bold] {escape(d['name'])}: the MFU in context  [dim](seed {d['seed']}, "
               f"{d['samples']:,} draws, the priors)[/dim]\n")
+    con.print(Fitted(ladder_table(d, "one run, a ladder of information: median, 90% interval below"), ()))
+    for r in d["rungs"]:
+        con.print(f"  [dim]{r['tag']}: {escape(r['prior'])}[/dim]")
+    for note in d.get("notes", []):
+        con.print(f"[yellow]note:[/yellow] {escape(note)}")
+
+
+def ladder_table(d: dict[str, Any], title: str):
+    """The rungs side by side (a rich table): also `mcflops run`'s MFU in context."""
+    from rich.markup import escape
+
     dl = d.get("deadline")
     cols = ["rung", "MFU", "MFU x goodput", "GPU-hours", f"days on {d['count']:,}" if d.get("count") else "days"]
     if dl:
         cols.append(f"GPUs for {dl['days']:g} d at {dl['prob']:g}")
-    t = table("one run, a ladder of information: median, 90% interval below", cols)
+    t = table(title, cols)
     for r in d["rungs"]:
         row = [f"{r['tag']} {escape(r['label'])}", "in MFU x\ngoodput" if r["kind"] == "calibrated"
                else _cell(r["mfu"], True), _cell(r["effective"], True), _cell(r["gpu_hours"]), _cell(r["wall_days"])]
         if dl:
             row.append(_gpus(r.get("deadline")))
         t.add_row(*row)
-    con.print(Fitted(t, ()))
-    for r in d["rungs"]:
-        con.print(f"  [dim]{r['tag']}: {escape(r['prior'])}[/dim]")
-    for note in d.get("notes", []):
-        con.print(f"[yellow]note:[/yellow] {escape(note)}")
+    return t

@@ -28,7 +28,8 @@ def command(args) -> int:
 
         res = api.run(spec, samples=args.samples, seed=args.seed, progress=bar, phase=bar.phase,
                       posterior=args.command == "run", method=getattr(args, "method", "auto"),
-                      sensitivity=args.command == "run")
+                      sensitivity=args.command == "run",
+                      context=args.command == "run" and not getattr(args, "no_context", False))
         data = res.to_dict()
         if primary() and args.command == "run":
             bar.phase("plotting")  # the figures, then the report
@@ -154,11 +155,21 @@ def _show(con, res, data: dict[str, Any]) -> None:
             picks = sorted({0, len(vals) - 1, *(i for i, v in enumerate(vals) if abs(v - 0.40) < 1e-9)})
             con.print(escape(f"Sweep of {sw['input']} (others sampled): median {sw['output']} "
                              + ", ".join(f"{fmt(vals[i], 3)} -> {fmt(p50[i])}" for i in picks)))
+    ctx = data.get("mfu_context")
+    if ctx and ctx.get("rungs"):  # the MFU prior beside published runs' (analysis.context); notes below
+        from mcflops.cli.ladder import ladder_table
+        from mcflops.cli.tables import Fitted
+
+        con.print()
+        con.print(Fitted(ladder_table(ctx, "MFU in context" + (" (the priors)" if ctx.get("observed") else "")
+                                      + ": median, 90% interval below"), ()))
     if data.get("plan"):  # the file's plan: block
         from mcflops.cli.plan import answers
 
         con.print(f"\n[bold]Plan[/bold] (the file's plan: block, on the {data['plan']['distribution']})")
         answers(con, data["plan"])
-    for note in data.get("notes", []):
-        if note not in (data.get("plan") or {}).get("notes", ()):  # printed with the plan
+    seen = set((data.get("plan") or {}).get("notes", ()))  # printed with the plan
+    for note in [*data.get("notes", []), *((ctx or {}).get("notes") or ())]:
+        if note not in seen:
+            seen.add(note)
             con.print(f"[yellow]note:[/yellow] {escape(note)}")

@@ -11,6 +11,7 @@ writes them.
 
 - :mod:`.blocks`: paragraphs, tables, figures; numbers in a reader's units
 - :mod:`.planning`: the answers to the file's ``plan:`` block, when it has one
+- :mod:`.ladder`: "MFU in context", the file's MFU prior beside published runs' (summary.json's ``mfu_context``)
 - :mod:`.sections`: the headline, the napkin chain, the assumptions, reproducibility;
   :mod:`.posterior`: what the published figure implies; :mod:`.drivers`: what drives it (one share per input);
   :mod:`.appendix`: every variance table; :mod:`.priors`: a prior in words (a derived one by its quantiles)
@@ -26,6 +27,7 @@ from typing import Any
 from mcflops import reading
 from mcflops.report import appendix
 from mcflops.report import drivers
+from mcflops.report import ladder as ladder_section
 from mcflops.report import layout as layout_section
 from mcflops.report import planning
 from mcflops.report import posterior
@@ -104,6 +106,7 @@ def build(run: Run) -> Document:
     parts = [sections.headline(run), planning.planning(run)]  # planning: only when the file has a plan: block
     if observes(run):  # a new run has no published figure to speak of
         parts.append(posterior.implied(run))
+    parts.append(ladder_section.context(run))  # the MFU prior beside published runs' (when the run computed it)
     lay = layout_section.layout(run)  # only when the MFU prior comes from a parallel layout
     parts += [drivers.drivers(run), lay, sections.napkin(run), sections.assumptions(run),
               sections.reproducibility(run), appendix.appendix(run)]

@@ -108,17 +108,36 @@ def _band(accelerator: str, params: float, moe: bool):
     return float(u[0]), float(u[1]), float(u[2]), int(fit["n_runs"]), tuple(sorted(near, key=lambda x: x[1]))
 
 
+def published_hours() -> tuple[tuple[str, str, float], ...]:
+    """(id, accelerator, GPU-hours) of each published run: what a file that observes a run's hours may name
+    (analysis.context). Kept on disk as :func:`published_band` is: the YAML parse is most of its cost."""
+    from mcflops.diskcache import kept
+
+    return kept("mcflops.spec.evidence.published_hours", "", _hours)
+
+
+def _hours() -> tuple[tuple[str, str, float], ...]:
+    return tuple((r["id"], r["accelerator"], float(r["hours"])) for r in _runs()["runs"]
+                 if isinstance(r.get("hours"), (int, float)))
+
+
 @functools.cache
-def _implied() -> tuple[tuple[str, str, bool, float, float], ...]:
-    """(id, accelerator, moe, active parameters, implied u) of each published run with a catalogued peak: read
-    once per process, since the file ships with the package and every load of a prior file may ask (the
-    YAML parse costs more than the rest of a load)."""
+def _runs() -> Mapping[str, Any]:
+    """published_runs.yaml, parsed once per process (the file ships with the package)."""
     import importlib.resources
 
     from ruamel.yaml import YAML
 
     text = importlib.resources.files("mcflops").joinpath("data", "published_runs.yaml").read_text("utf-8")
-    data = YAML(typ="safe", pure=True).load(text)
+    return YAML(typ="safe", pure=True).load(text)
+
+
+@functools.cache
+def _implied() -> tuple[tuple[str, str, bool, float, float], ...]:
+    """(id, accelerator, moe, active parameters, implied u) of each published run with a catalogued peak: read
+    once per process, since the file ships with the package and every load of a prior file may ask (the
+    YAML parse costs more than the rest of a load)."""
+    data = _runs()
     peak = data["peak_flops_dense_bf16"]
     # implied u = 6 N D / (P H 3600), as published_runs.yaml defines it (Kaplan et al. 2020, C = 6ND)
     return tuple((r["id"], r["accelerator"], bool(r["moe"]), float(r["params_active"]),

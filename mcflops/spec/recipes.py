@@ -95,7 +95,13 @@ def _calibrated(here: Fields, node: Mapping, priors: Mapping, hardware, data: Ma
         arch = data.get("architecture")
         moe = bool(isinstance(arch, Mapping) and arch.get("experts"))
 
-    u, s = calibrated_prior(load_fit(), params, hardware.accelerator, moe, org, KNOT_PROBS, year=year)
+    # kept on disk (mcflops.diskcache; the fit ships with the package, whose bytes key every entry): its quantile
+    # solve is most of a calibrated file's load, and `mcflops run`'s MFU in context loads one for every file
+    from mcflops.diskcache import kept
+
+    acc = hardware.accelerator
+    u, s = kept("mcflops.spec.recipes.calibrated", f"{params!r} {acc} {moe} {org!r} {year!r}",
+                lambda: calibrated_prior(load_fit(), params, acc, moe, org, KNOT_PROBS, year=year))
     return table_dist(KNOT_PROBS, u, source=f"{source} | {s}" if source else s)
 
 

@@ -25,7 +25,7 @@ def test_result_write_gives_the_cli_folder(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["run", str(OK), "--out", "cli", "--quiet"]) == 0
     capsys.readouterr()
-    res = mcflops.run(OK, sensitivity=True)  # what `mcflops run` computes
+    res = mcflops.run(OK, sensitivity=True, context=True)  # what `mcflops run` computes
     data = res.write(tmp_path / "api")
     a, b = tmp_path / "cli", tmp_path / "api"
     names = sorted(p.name for p in a.iterdir())

@@ -63,12 +63,18 @@ def test_new_run_has_no_published_figure_section(new_run):
     html = (new_run / "report.html").read_text()
     titles = _titles(md)
     numbered = [t for t in titles if re.match(r"\d+\. ", t)]
-    assert [t.split(". ", 1)[1] for t in numbered] == ["Headline", "What drives it", "The napkin chain",
-                                                       "Assumptions", "Reproducibility"]
+    # the MFU in context (`mcflops run` computes it unless --no-context) follows the answer
+    assert [t.split(". ", 1)[1] for t in numbered] == ["Headline", "MFU in context", "What drives it",
+                                                       "The napkin chain", "Assumptions", "Reproducibility"]
     assert titles[len(numbered):] == ["Appendix: every variance table"]  # after the numbered sections, unnumbered
     assert _numbers(titles) == list(range(1, len(numbered) + 1))  # consecutive: no gap where section 2 was
     assert 'id="implied"' not in html and "What the published figure implies" not in html
-    assert "published" not in md.lower() and "published" not in html.lower(), "a new run has no published figure"
+    # the MFU in context speaks of other runs (published runs on this accelerator); nothing else says "published"
+    rest_md = re.sub(r"## \d+\. MFU in context.*?(?=\n## )", "", md, flags=re.S)
+    rest_html = re.sub(r'<section id="mfu-context".*?</section>', "", html, flags=re.S)
+    assert "MFU in context" in md and "MFU in context" not in rest_md and 'id="mfu-context"' not in rest_html
+    assert "published" not in rest_md.lower() and "published" not in re.sub(
+        r'<nav.*?</nav>', "", rest_html, flags=re.S).lower(), "a new run has no published figure"
     assert "posterior" not in _headline(md).lower()
 
 

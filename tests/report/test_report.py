@@ -215,10 +215,11 @@ def test_headline_numbers_and_section_order(run_dir):
     assert f"{s['observed']['gpu_hours']['value'] / 1e6:.4g}M" in page
     assert f"{round(s['observed']['gpu_hours']['prior_percentile'])}" in page
     assert f"{100 * s['posterior']['mfu']['p50']:.1f}%" in page
-    # the answer, what the figure implies, what drives it, then how (napkin, assumptions, reproducibility), and the
-    # variance tables last
-    titles = ["1. Headline", "2. What the published figure implies", "3. What drives it", "4. The napkin chain",
-              "5. Assumptions", "6. Reproducibility", "Appendix: every variance table"]
+    # the answer, what the figure implies, the MFU prior in context (its priors: the file observes a figure), what
+    # drives it, then how (napkin, assumptions, reproducibility), and the variance tables last
+    titles = ["1. Headline", "2. What the published figure implies",
+              "3. MFU in context (the priors, before the published figure)", "4. What drives it",
+              "5. The napkin chain", "6. Assumptions", "7. Reproducibility", "Appendix: every variance table"]
     body = page[page.index(titles[0], page.index(titles[-1])):]  # after the table of contents
     pos = [body.index(t) for t in titles]
     assert pos == sorted(pos)
