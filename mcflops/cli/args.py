@@ -57,9 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     common(r)
     r.add_argument("--method", choices=("auto", "is", "nuts"), default="auto",
                    help="posterior method: importance sampling (is), NUTS, or auto (IS, NUTS when IS is poor)")
-    r.add_argument("--no-context", action="store_true",
-                   help="leave out the MFU in context (the file's MFU prior beside the calibrated prior from "
-                   "published runs, as `mcflops ladder` sets them; on by default, a second pass of the engine)")
+    r.add_argument("--context", action=argparse.BooleanOptionalAction, default=None,
+                   help="the MFU in context: the file's MFU prior beside the calibrated prior from published runs, "
+                   "as `mcflops ladder` sets them (a second pass of the engine). Default: on for a forward run, off "
+                   "for a file that observes a published figure, whose answer is the posterior")
     s = sub.add_parser("sample", help="prior predictive only (no update, no files): quick looks and timing",
                        description="Draw the prior predictive and print the summary; writes nothing.")
     common(s, out=False)

@@ -16,6 +16,14 @@ from mcflops.cli.signals import check_interrupt
 from mcflops.spec import INPUTS, load_spec
 
 
+def _context(args, spec) -> bool:
+    """``--context`` / ``--no-context`` as given; unsaid, on for a forward run (a plan: the context is what the
+    forecast is read against) and off for a file that observes a figure, whose answer is the posterior and whose
+    published-runs rung may hold the very run it observes (the flagship's does)."""
+    given = getattr(args, "context", None)
+    return (not spec.observe) if given is None else bool(given)
+
+
 def command(args) -> int:
     spec = load_spec(args.file)
     out = Path(args.out) if getattr(args, "out", None) else Path("reports") / spec.name
@@ -29,7 +37,7 @@ def command(args) -> int:
         res = api.run(spec, samples=args.samples, seed=args.seed, progress=bar, phase=bar.phase,
                       posterior=args.command == "run", method=getattr(args, "method", "auto"),
                       sensitivity=args.command == "run",
-                      context=args.command == "run" and not getattr(args, "no_context", False))
+                      context=args.command == "run" and _context(args, spec))
         data = res.to_dict()
         if primary() and args.command == "run":
             bar.phase("plotting")  # the figures, then the report

@@ -81,6 +81,26 @@ def test_no_context_leaves_it_out(tmp_path):
     assert "MFU in context" not in (out / "report.md").read_text()
 
 
+def test_the_cli_asks_for_it_on_a_forward_run_and_not_on_an_observed_one(monkeypatch, tmp_path):
+    """Unsaid, `mcflops run` computes the context for a file without `observe:` and leaves it out of one that
+    observes a figure (its answer is the posterior); --context and --no-context decide either way."""
+    from mcflops import api
+
+    asked = []
+
+    def spy(*a, **kw):
+        asked.append(kw["context"])
+        raise KeyboardInterrupt  # what was asked is all this test needs: stop before sampling
+
+    monkeypatch.setattr(api, "run", spy)
+    for argv in ([str(GUESS)], [str(FLAGSHIP)], [str(FLAGSHIP), "--context"], [str(GUESS), "--no-context"]):
+        try:
+            cli.main(["run", *argv, "--samples", str(N), "--quiet", "--out", str(tmp_path / "out")])
+        except KeyboardInterrupt:
+            pass
+    assert asked == [True, False, True, False]
+
+
 def test_the_api_leaves_it_out_unless_asked():
     res = mcflops.run(str(GUESS), samples=N, posterior=False)
     assert res.context is None and "mfu_context" not in res.to_dict()

@@ -130,7 +130,8 @@ def run_dir(tmp_path_factory):
     run_files = write.run_files  # the report alone (test_browser writes every file and figure)
     write.run_files = lambda res: ([], [])
     try:
-        assert cli.main(["run", str(spec), "--out", str(out), "--quiet", "--json"]) == 0
+        # --context: the file observes a figure, so the context is asked for (the page's whole order is checked)
+        assert cli.main(["run", str(spec), "--out", str(out), "--quiet", "--json", "--context"]) == 0
     finally:
         write.run_files = run_files
     return out
