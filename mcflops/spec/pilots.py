@@ -16,11 +16,16 @@ shared by every layout and count it is evaluated at, so the pilot's predicted MF
 functions of one draw, and conditioning is importance weighting of the draws (Bayes' rule on a sample of the
 prior; Smith & Gelfand 1992):
 
-    w_i  proportional to  prod over pilots of  exp(-z^2 / 2),   z = (log m_obs - log m_pilot,i) / sigma
+    w_i  proportional to  prod over pilots of  exp(-z^2 / 2),   z = (log m_obs - log m_pilot,i) / sqrt(sigma^2 + sigma_row^2)
 
-(mcflops.priors.weighting). :class:`PilotedPrior` is the layout prior with those weights: at any count or
-layout variant its MFU is the weighted quantiles of the same draws there, the posterior predictive, so `run`,
-`plan`, the layout sweeps and the ladder all read the pilot through the one object.
+(mcflops.priors.weighting; :func:`log_likelihood`). The draws carry only the part of the layout fit's residual
+that the runs of one series share; each run also has its own (``sigma_row``, LayoutPrior.row_sigma,
+mcflops.layoutfit.rowres), independent between the pilot and production: in the pilot's likelihood it widens the
+measurement's error (both normal in log MFU, so their variances add), and production's MFU carries a fresh draw
+of it (LayoutPrior.at). :class:`PilotedPrior` is the layout prior with those weights: at any count or layout
+variant its MFU is the weighted quantiles of the same draws there, the posterior predictive, so `run`, `plan`,
+the layout sweeps and the ladder all read the pilot through the one object; the held-out validation
+(mcflops.layoutfit.pilots) weighs its pilots with the same :func:`log_likelihood`.
 """
 
 from __future__ import annotations
@@ -107,6 +112,13 @@ class PilotedPrior(LayoutPrior):
         return LayoutPrior(**keep, _cache={"draws": self.draws()})
 
 
+def log_likelihood(observed: float, model_mfu: np.ndarray, sigma: float, row_sigma: float) -> np.ndarray:
+    """A pilot's log weights on the shared draws: its measured MFU against each draw's model MFU (without the run's
+    own residual), lognormal of log-scale sd sqrt(sigma^2 + row_sigma^2): the measurement's error and the pilot
+    run's own residual, independent of production's (the module docstring)."""
+    return log_weights(observed, model_mfu, math.hypot(sigma, row_sigma))
+
+
 def observed_mfu(p: Pilot, at: LayoutPrior) -> float:
     """The pilot's MFU in the architecture's FLOPs (the module docstring's conversions)."""
     if p.measure == "tflops_per_gpu":
@@ -136,8 +148,9 @@ def condition(prior: LayoutPrior, pilots: Sequence[Pilot]) -> PilotedPrior:
             raise PilotError(i, p.measure, f"{p.measure} {p.value:g} is {obs:.0%} of the accelerator's dense peak "
                              f"({base.peak / 1e12:g} TFLOP/s) in the architecture's FLOPs; expected a measured "
                              "throughput below it")
-        pred = np.asarray(at.factor_draws(p.count)["mfu"], float) / base.counting  # the architecture's FLOPs
-        logw += log_weights(obs, pred, p.sigma)
+        # the architecture's FLOPs, on the shared draws (the run's own residual is in the likelihood)
+        pred = np.asarray(at.factor_draws(p.count, row=False)["mfu"], float) / base.counting
+        logw += log_likelihood(obs, pred, p.sigma, base.row_sigma)
         checks.append((p, obs, pred))
     w = normalised(logw)
     ess = effective_size(w)
