@@ -34,14 +34,27 @@ def test_each_series_has_its_smallest_count_as_the_pilot(runs):
 
 
 def test_the_pilot_pulls_its_own_predictive_onto_its_measurement(runs):
-    res = pilots.transfer(pilots.series_runs(SMALL, runs), load_fit())
-    p = res["pilot"]
-    lo, mid, hi = p["predicted_posterior"]
-    # the prior's interval is wide (p95/p5 near 3) and the measurement has a 5% error: given it, the pilot's row
-    # is predicted within a few of those 5% of what it measured, and far more narrowly than before
-    assert abs(math.log(mid / p["y"])) < 2 * pilots.SIGMA
-    assert hi / lo < 0.5 * p["predicted_prior"][2] / p["predicted_prior"][0]
-    assert 200 < res["ess"] < res["draws"]
+    """With no run-level residual (row_residual 0) the pilot's likelihood is its 5% error alone; with the shipped
+    one it is sqrt(0.05^2 + sigma_row^2) wide (mcflops.spec.pilots.log_likelihood), so the pilot moves the
+    shared draws less: its row's predictive is narrower than the prior's in both, and less narrow with it."""
+    row = load_fit()["row_residual"]["sigma"]
+    assert 0 < row
+    got = {}
+    for sigma_row in (0.0, row):
+        fj = {**load_fit(), "row_residual": {"sigma": sigma_row}}
+        res = pilots.transfer(pilots.series_runs(SMALL, runs), fj)
+        p = res["pilot"]
+        assert p["row_sigma"] == sigma_row
+        lo, mid, hi = p["predicted_posterior"]
+        width, prior = hi / lo, p["predicted_prior"][2] / p["predicted_prior"][0]
+        got[sigma_row] = width, res["ess"]
+        # given the pilot, its row is predicted within 2 likelihood sds of what it measured, more narrowly than
+        # the prior does and than the likelihood alone would (a normal prior times a normal likelihood has the
+        # smaller variance: 1 / (1/tau^2 + 1/s^2) < s^2, so its 90% log-width is below 2 x 1.645 s)
+        s_lik = math.hypot(pilots.SIGMA, sigma_row)
+        assert abs(math.log(mid / p["y"])) < 2 * s_lik
+        assert math.log(width) < 2 * 1.6449 * s_lik and width < prior and 200 < res["ess"] < res["draws"]
+    assert got[row][0] > got[0.0][0] and got[row][1] > got[0.0][1]
 
 
 def test_an_uninformative_pilot_leaves_the_prior(runs):
