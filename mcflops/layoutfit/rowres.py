@@ -1,11 +1,15 @@
-"""The fit's residual split into a part shared within a series and a part of each row's own, for the pilot.
+"""The fit's residual split into a part a run shares with its other configurations and a part of its own, for the
+pilot.
 
 The layout fit has one residual per row, Student-t(DF) of scale sigma_obs x the row's noise (:mod:`fit`), and the
 export folds it whole into the GEMM efficiency draws (:func:`mcflops.layoutfit.fit.predictive`), which every layout
 of a prior shares. A pilot reweights those draws, so production inherited the pilot's residual: none of its own.
-But the runs of one series (one paper's table, one software build, one cluster) share only part of what the terms
-miss. This module measures that part on the fit's TRAINING rows (a held-out row's likelihood is masked out of the
-fit, so it is left out here too: the pilot's held-out validation refits without each series and cannot leak).
+But two configurations of one run share only part of what the terms miss. The unit that shares it is what a pilot
+and its production run have in common (:func:`mcflops.layoutfit.fit.unit`): one series' rows of one model on one
+accelerator, precision and sequence length, differing only in layout and count (a prior file's pilot keeps the
+file's architecture and hardware and varies only layout fields and count). This module measures the split on the
+fit's TRAINING rows (a held-out row's likelihood is masked out of the fit, so it is left out here too: the pilot's
+held-out validation refits without each series and cannot leak).
 
 Per posterior draw s, each training row's residual is its measured log MFU less the model's, standardised by the
 row's noise (imputed rows are noisier by design, :data:`mcflops.layoutfit.fit.IMPUTED_NOISE`):
@@ -14,8 +18,8 @@ row's noise (imputed rows are noisier by design, :data:`mcflops.layoutfit.fit.IM
 
 with c over the row's mixture of unknown settings (:mod:`mix`) and r its responsibilities under draw s (the
 posterior probability of each setting given the row, as the fit's mixture likelihood implies). Then one-way
-random-effects ANOVA over series (Searle, Casella & McCulloch 1992, Variance Components, Sec. 3.5, unbalanced
-data): with N rows in J series of n_j,
+random-effects ANOVA over units (Searle, Casella & McCulloch 1992, Variance Components, Sec. 3.5, unbalanced
+data): with N rows in J units of n_j,
 
     MS_w = sum_j sum_i (e_ij - mean_j)^2 / (N - J),   MS_b = sum_j n_j (mean_j - mean)^2 / (J - 1)
     n0 = (N - sum_j n_j^2 / N) / (J - 1),             s_b^2 = max(0, (MS_b - MS_w) / n0)
@@ -23,11 +27,13 @@ data): with N rows in J series of n_j,
 and the row share f_s = MS_w / (MS_w + s_b^2). A ratio, so it does not depend on whether the spread is read as a
 Student-t scale or a standard deviation: sigma_row = sigma_obs sqrt(f) and sigma_shared = sigma_obs sqrt(1 - f),
 sigma_row^2 + sigma_shared^2 = sigma_obs^2, so a plain layout prior's width is kept. The shipped figure is the
-posterior median of sigma_obs,s sqrt(f_s).
+posterior median of sigma_obs,s sqrt(f_s). A unit of one row adds nothing within and its residual to the between
+part; the within degrees of freedom come from the units with two rows or more (llm-foundry's GPU counts and
+micro-batches, vTrain's layouts, MegaScale's and Megatron-Core's scaling).
 
-Caveat (conservative): the fit's stack effect absorbs the mean residual of a stack with one series, so that
-series' mean residual is near 0 and the between-series part is understated: sigma_row is if anything too large,
-and a pilot's production interval too wide rather than too narrow.
+Why not by series: a series (one paper's table) holds several models and sequence lengths, whose residuals differ
+for reasons a pilot of the same model does not share, so by series nearly all of the residual reads as the row's
+own (benchmarks/RESULTS.md, "A pilot on held-out series", gives both splits of the same fit).
 """
 
 from __future__ import annotations
@@ -105,21 +111,21 @@ def residuals(f, df: float, draws: np.ndarray | None = None) -> tuple[np.ndarray
     return np.concatenate(out)[:, keep], keep
 
 
-def split(f, df: float, series: Sequence[str] | None = None) -> dict[str, Any]:
+def split(f, df: float, units: Sequence[str] | None = None) -> dict[str, Any]:
     """sigma_row and sigma_shared from fit ``f`` (the module docstring): per posterior draw the ANOVA of the
-    training rows' residuals by series, summarised by posterior quantiles. ``series``: each row's series, in the
-    fit's row order (default: ``f.data.series``, :attr:`mcflops.layoutfit.fit.Row.series`)."""
-    series = f.data.series if series is None else series
-    if len(series) != len(f.data.arrays["log_y"]):
-        raise ValueError("split needs each row's series, in the fit's row order")
+    training rows' residuals by unit, summarised by posterior quantiles. ``units``: each row's group, in the fit's
+    row order (default: ``f.data.units``, :func:`mcflops.layoutfit.fit.unit`)."""
+    units = f.data.units if units is None else units
+    if len(units) != len(f.data.arrays["log_y"]):
+        raise ValueError("split needs each row's unit, in the fit's row order")
     e, keep = residuals(f, df)
-    groups = np.asarray(series, dtype=object)[keep]
+    groups = np.asarray(units, dtype=object)[keep]
     res = anova(e, groups)
     sig = np.asarray(f.samples["sigma_obs"], float)
     row = sig * np.sqrt(res["share"])
     q = lambda x: {k: float(v) for k, v in zip(("p5", "p50", "p95"), np.quantile(x, (0.05, 0.5, 0.95)))}  # noqa: E731
     return {"sigma_row": float(np.median(row)), "sigma_row_q": q(row), "share": q(res["share"]),
-            "sigma_obs": float(np.median(sig)), "rows": int(res["rows"]), "series": int(res["groups"]),
+            "sigma_obs": float(np.median(sig)), "rows": int(res["rows"]), "units": int(res["groups"]),
             "df_within": int(res["df_within"])}
 
 
@@ -134,7 +140,7 @@ def describe(res: Mapping[str, Any]) -> str:
     q = res["sigma_row_q"]
     return (f"the row part of the fit's residual (mcflops.layoutfit.rowres): per posterior draw, one-way "
             f"random-effects ANOVA of the {res['rows']} training rows' residuals (against their mixture's "
-            f"responsibility-weighted log model MFU, over noise) by series ({res['series']} series, "
-            f"{res['df_within']} within-series degrees of freedom); sigma_row = sigma_obs x sqrt(within share), "
+            f"responsibility-weighted log model MFU, over noise) by unit, one model's configurations on one "
+            f"stack ({res['units']} units, {res['df_within']} within-unit degrees of freedom); sigma_row = sigma_obs x sqrt(within share), "
             f"posterior median {res['sigma_row']:.4f} [90%: {q['p5']:.4f}, {q['p95']:.4f}] of sigma_obs "
             f"{res['sigma_obs']:.4f}; the rest, sqrt(sigma_obs^2 - sigma_row^2), stays folded into GEMM efficiency")

@@ -47,7 +47,7 @@ LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch
 
 
 def export(f: lf.Fit, command: str, seed: int = 0) -> dict[str, Any]:
-    """``layout_fit.json`` from a fit: the efficiency priors with the residual's part shared within a series folded
+    """``layout_fit.json`` from a fit: the efficiency priors with the residual's part shared by one model's configurations folded
     into GEMM efficiency, and the row's own part (``row_residual``: a Student-t scale on log MFU that the layout
     prior draws afresh for each run; :mod:`mcflops.layoutfit.rowres`), measured on the fit's training rows."""
     from mcflops.layoutfit import rowres

@@ -89,6 +89,21 @@ def test_validate_holds_out_each_series_and_scores_its_rows(runs):
     assert out["pooled"]["production_p95_over_p5"] == pytest.approx(np.median(
         [x["production_p95_over_p5"] for x in out["series"]]), rel=1e-12)
     assert set(out["met"]) == set(pilots.TARGETS)
+    # both series keep one model at every count (a pilot: block's scope), so the one-model pool is the whole pool
+    assert [x["one_model"] for x in out["series"]] == [True, True]
+    assert out["pooled_one_model"]["model"] == expect and set(out["met_one_model"]) == set(pilots.TARGETS)
+
+
+def test_a_series_whose_model_changes_is_left_out_of_the_one_model_pool(runs):
+    """Megatron-Core's weak scaling grows the model with the count (1.7B on 48 GPUs to 462B on 6,144): a prior
+    file's pilot keeps the file's architecture, so that series is scored but pooled apart."""
+    weak = pilots.series_runs("megatron-core-2024-h100-weak", runs)
+    assert len({r.model for r in weak}) > 1
+    out = pilots.validate(0, lh.Settings(1, 50, 50, 5), series=(SMALL, "megatron-core-2024-h100-weak"),
+                          refit=lambda held: {**load_fit(), "fit": {}})
+    assert [x["one_model"] for x in out["series"]] == [True, False]
+    assert out["pooled_one_model"]["rows"] == len(out["series"][0]["rows"])
+    assert out["pooled"]["rows"] == sum(len(x["rows"]) for x in out["series"])
 
 
 def test_the_command_writes_and_prints_the_validation(tmp_path, monkeypatch, capsys):

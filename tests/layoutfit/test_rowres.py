@@ -1,4 +1,4 @@
-"""The layout fit's residual split into its series-shared and row parts (mcflops.layoutfit.rowres), against oracles
+"""The layout fit's residual split into the part one model's configurations share and the row's own (mcflops.layoutfit.rowres), against oracles
 outside it: the one-way ANOVA against a per-group loop and against the variance components it was drawn with
 (synthetic data, fixed seed, tolerances from the replicates' own standard error); the NumPy model MFU of each
 row's settings against mcflops.layout.mfu (the prior's path); the residual of a row whose source leaves settings
@@ -114,3 +114,27 @@ def test_held_rows_are_left_out_and_the_split_keeps_the_total():
     assert list(keep) == [0, 1, 2]
     s = np.array([0.1, 0.17, 0.3])
     np.testing.assert_allclose(rowres.shared_scale(s, 0.12) ** 2 + 0.12 ** 2, np.maximum(s ** 2, 0.12 ** 2))
+
+
+def test_a_unit_is_one_models_configurations_on_one_stack():
+    """What a pilot shares with production: rows of one series that differ only in layout and count share a unit;
+    another model, sequence length or precision in the same series is another unit."""
+    rs = {r.id: r for r in lf.rows()}
+    units = {}
+    for r in rs.values():
+        units.setdefault(r.unit, []).append(r)
+    assert all(len({r.series for r in v}) == 1 for v in units.values())
+    multi = [v for v in units.values() if len(v) > 1]
+    assert multi  # the within part has degrees of freedom
+    from mcflops.layoutfit.data import benchmark_rows
+    runs = {r.id: r for r in benchmark_rows()}
+    for v in multi:
+        first = runs[v[0].id]
+        for r in v[1:]:
+            other = runs[r.id]
+            assert (other.model, other.accelerator, other.precision, other.architecture.get("seq_len")) == \
+                (first.model, first.accelerator, first.precision, first.architecture.get("seq_len"))
+    series = {}
+    for r in rs.values():
+        series.setdefault(r.series, set()).add(r.unit)
+    assert any(len(u) > 1 for u in series.values())  # a series can hold several units (llm-foundry's models)
