@@ -18,6 +18,13 @@ the table is the equal-weight mixture of the flag's two settings. The 1/2 is a p
 favoured), not a measurement. A ``recompute``, ``vpp`` or ``micro_batch`` the file leaves unstated is one
 more: each draw takes one of the joint settings that run and fit in memory (:mod:`mcflops.layout.unstated`),
 equally often, in a fixed random order independent of the flags' and the efficiencies'.
+
+The run's own residual (``row_sigma``: the part of the layout fit's residual a run does not share with the other
+runs of its series; mcflops.layoutfit.rowres) is the last: each draw's GEMM efficiency moved by row_sigma x a
+Student-t(ROW_DF) draw of a fixed stream of its own, folded in to first order as the fit's shared part is
+(logit eta + row_sigma t / (1 - eta); mcflops.layoutfit.fit.predictive). The efficiency draws without it
+(:meth:`LayoutPrior.draws`) are what every layout and count shares and what a pilot conditions; the MFU a prior
+reports (:meth:`LayoutPrior.at`) carries it. At row_sigma 0 every draw is as before.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from mcflops.priors.table import KNOT_PROBS, table_dist
 MOE_KEYS = ("etp", "capacity_factor", "router", "hbm_gb_s", "recompute_moe")  # the layout's other expert-only fields
 DRAWS = 1 << 16  # Latin-hypercube points
 _SEED = 20240723  # fixed: a file's table is a function of the file
+ROW_DF = 4.0  # the run's residual's Student-t degrees of freedom: the layout fit's (mcflops.layoutfit.fit.DF)
 
 
 @lru_cache(maxsize=4)
@@ -73,6 +81,19 @@ def _choice(k: int, n: int) -> np.ndarray:
     return rng.permutation(np.arange(n) % k)
 
 
+def shipped_row_sigma() -> float:
+    """The run's own residual the shipped fit measured (layout_fit.json's ``row_residual``; 0 where it has none)."""
+    from mcflops.layout.fit import load_fit
+
+    return float(load_fit().get("row_residual", {}).get("sigma", 0.0))
+
+
+@lru_cache(maxsize=2)
+def _row_t(n: int) -> np.ndarray:
+    """n Student-t(ROW_DF) draws for the run's own residual: a stream of its own, so the other draws stay as they are."""
+    return generator(_SEED + 3).standard_t(ROW_DF, n)
+
+
 @dataclass(frozen=True)
 class LayoutPrior:
     """``mfu: {layout: ...}`` as the file wrote it, re-solvable at any accelerator count."""
@@ -91,6 +112,7 @@ class LayoutPrior:
     mixed: tuple[str, ...] = ()  # recompute / vpp / micro_batch the file left unstated (mcflops.layout.unstated)
     combos: tuple[tuple, ...] = ()  # their joint settings that run and fit, equal weight; ``layout`` holds the first
     tight: bool = False  # the combos fit only within the activation estimate's error
+    row_sigma: float = 0.0  # the run's own residual, a Student-t scale on log MFU (module docstring)
     _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     def draws(self) -> dict[str, np.ndarray]:
@@ -113,12 +135,24 @@ class LayoutPrior:
             self._cache["draws"] = out
         return self._cache["draws"]
 
+    def run_draws(self) -> dict[str, np.ndarray]:
+        """:meth:`draws` with the run's own residual folded into GEMM efficiency (the module docstring)."""
+        if self.row_sigma == 0:
+            return self.draws()
+        if "run_draws" not in self._cache:
+            d = self.draws()
+            g = np.clip(d["gemm"], 1e-12, 1 - 1e-12)
+            logit = np.log(g / (1 - g)) + self.row_sigma * _row_t(DRAWS) / (1 - g)
+            self._cache["run_draws"] = {**d, "gemm": 1 / (1 + np.exp(-logit))}
+        return self._cache["run_draws"]
+
     def terms(self, count: int | None = None) -> Terms:
         return terms(self.layout, self.shape, self.counts, self.peak, float(count or self.count))
 
-    def factor_draws(self, count: int | None = None) -> dict[str, np.ndarray]:
-        """Each factor's draws, ``counting`` (a constant) and ``mfu`` (their product, the file's units)."""
-        f = self._factors(count)
+    def factor_draws(self, count: int | None = None, row: bool = True) -> dict[str, np.ndarray]:
+        """Each factor's draws, ``counting`` (a constant) and ``mfu`` (their product, the file's units); ``row``
+        False: without the run's own residual (the shared draws a pilot conditions)."""
+        f = self._factors(count, row)
         out = dict(f)
         m = np.ones_like(f["gemm"])
         for name in factor_names(f):
@@ -137,8 +171,8 @@ class LayoutPrior:
         """Which of :attr:`combos` each draw takes (int, aligned with :meth:`draws`; zeros without a mixture)."""
         return _choice(len(self.combos), DRAWS) if len(self.combos) > 1 else np.zeros(DRAWS, np.int64)
 
-    def _factors(self, count: int | None) -> dict[str, np.ndarray]:
-        d = self.draws()
+    def _factors(self, count: int | None, row: bool = True) -> dict[str, np.ndarray]:
+        d = self.run_draws() if row else self.draws()
         if not self.unknown and len(self.combos) <= 1:
             return factors(self.terms(count), d)
         flags = self.flag_draws()
@@ -249,6 +283,8 @@ class LayoutPrior:
         lay.update({k: "unknown" for k in (*self.unknown, *self.mixed)})
         out = {"layout": lay, "efficiency": {p: self.efficiency[p].to_dict() for p in (*PARAMS, *MOE_PARAMS)
                                              if p in self.efficiency}}
+        if self.row_sigma or shipped_row_sigma():  # written whenever it could differ from the default it loads with
+            out["residual"] = self.row_sigma
         if self.source:
             out["source"] = self.source
         return out
@@ -270,6 +306,8 @@ class LayoutPrior:
             text += f"; overlap unknown ({', '.join(self.unknown)}: on and off mixed 1:1)"
         if self.mixed:
             text += f"; unstated {', '.join(self.mixed)}: the {len(self.combos)} joint setting(s) that fit, mixed equally"
+        if self.row_sigma:
+            text += f"; the run's own residual, Student-t({ROW_DF:g}) of scale {self.row_sigma:g} on log MFU"
         return f"{self.source} | {text}" if self.source else text
 
     def notes(self, count: int | None = None) -> list[str]:

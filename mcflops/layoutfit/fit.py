@@ -79,6 +79,15 @@ def stack(run: LayoutRun) -> str:
     return s
 
 
+def unit(run: LayoutRun) -> str:
+    """The configurations of one model on one stack: a series' rows of one model, accelerator, precision and
+    sequence length, differing only in layout and count. What a pilot shares with its production run (a prior
+    file's pilot keeps the file's architecture, accelerator and precision, and varies only layout fields and
+    count), so :mod:`mcflops.layoutfit.rowres` splits the residual by it."""
+    return "|".join(str(x) for x in (run.series, run.model, run.accelerator, run.precision or "bf16",
+                                     run.architecture.get("seq_len")))
+
+
 @dataclass(frozen=True)
 class Row:
     """One run, ready for the model: its terms and its measured MFU in true model FLOPs."""
@@ -99,6 +108,7 @@ class Row:
     mix: tuple[Terms, ...] = ()  # the terms at each mode x setting of ``unknown`` (mix.settings), equal weight
     modes: tuple[str, ...] = ("none",)  # the recompute modes mixed (the stated one, or every one that fits)
     accelerator: str = ""  # catalogue id / precision as the peak is read (bf16 where unstated): the baseline's key
+    unit: str = ""  # :func:`unit`: the rows that differ from this one only in layout and count
 
 
 def shape_of(run: LayoutRun, overrides: Mapping[str, Any] | None = None) -> tuple[Shape, tuple[str, ...]]:
@@ -198,7 +208,7 @@ def prepare(run: LayoutRun, arch: Mapping[str, Any] | None = None, layout: Mappi
     if conv == "unstated":
         noise *= IMPUTED_NOISE
     return Row(run.id, run.series, stack(run), family(run), run.kind, tm, float(y), published, conv, float(ratio),
-               imputed, noise, unknown, mix, modes, f"{run.accelerator}/{run.precision or 'bf16'}")
+               imputed, noise, unknown, mix, modes, f"{run.accelerator}/{run.precision or 'bf16'}", unit(run))
 
 
 def rows(runs: Sequence[LayoutRun] | None = None) -> list[Row]:
@@ -302,17 +312,23 @@ def row_draws(f: Fit, r: Row) -> np.ndarray:
     return draw_components(per, r.unknown, len(r.modes))
 
 
-def predictive(f: Fit, fam: str | None, seed: int = 0) -> dict[str, np.ndarray]:
+def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0) -> dict[str, np.ndarray]:
     """Draws of the efficiency parameters for a NEW run on family ``fam`` (None: a new family) and a NEW stack.
 
-    The run's own residual (sigma_obs, Student-t) is carried into the GEMM efficiency, to first order
-    (d log eta = (1 - eta) d logit eta), so the MFU prior's width holds what the terms do not explain."""
+    The run's residual (Student-t) is carried into the GEMM efficiency, to first order
+    (d log eta = (1 - eta) d logit eta), so the MFU prior's width holds what the terms do not explain: its part
+    shared by one model's configurations on one stack (rowres), sqrt(sigma_obs^2 - row_sigma^2) (all of sigma_obs at ``row_sigma`` 0), which every
+    layout drawn from these draws shares; the row's own part (``row_sigma``, :mod:`mcflops.layoutfit.rowres`) the
+    layout prior draws afresh for each run (mcflops.layout.LayoutPrior.row_sigma)."""
+    from mcflops.layoutfit.rowres import shared_scale
+
     s, rng = f.samples, generator(seed)
     n = len(s["mu_gemm"])
     fz = s["z_family"][:, f.data.families.index(fam)] if fam in f.data.families else rng.standard_normal(n)
     logit = s["mu_gemm"] + s["tau_family"] * fz + s["tau_stack_gemm"] * rng.standard_normal(n)
     eta = 1 / (1 + np.exp(-logit))
-    logit = logit + s["sigma_obs"] * rng.standard_t(DF, n) / (1 - eta)
+    shared = s["sigma_obs"] if row_sigma == 0 else shared_scale(s["sigma_obs"], row_sigma)
+    logit = logit + shared * rng.standard_t(DF, n) / (1 - eta)
     return {"gemm": 1 / (1 + np.exp(-logit)),
             "tp_comm": np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * rng.standard_normal(n)),
             "dp_comm": np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * rng.standard_normal(n)),

@@ -67,6 +67,7 @@ class Data:
     families: tuple[str, ...]
     stacks: tuple[str, ...]
     arrays: Mapping[str, np.ndarray]
+    units: tuple[str, ...] = ()  # each row's unit (fit.unit; mcflops.layoutfit.rowres splits the residual by it)
 
     @staticmethod
     def of(rs: Sequence[Any], families: Sequence[str] | None = None, stacks: Sequence[str] | None = None,
@@ -90,7 +91,7 @@ class Data:
             col[f"w_{k}"] = [[t.window.get(k, 0.0) for t in mix] for mix in padded]
             col[f"o_{k}"] = [[1.0 if k in t.window else 0.0 for t in mix] for mix in padded]
         arr = {k: np.asarray(v, np.int32 if k in ("fam", "stack") else np.float64) for k, v in col.items()}
-        return Data(fams, sts, arr)
+        return Data(fams, sts, arr, tuple(str(getattr(r, "unit", "")) for r in rs))
 
 
 def step_over_t0(xp, a: Mapping[str, Any], eta, x_tp, x_dp):

@@ -47,24 +47,32 @@ LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch
 
 
 def export(f: lf.Fit, command: str, seed: int = 0) -> dict[str, Any]:
-    """``layout_fit.json`` from a fit."""
+    """``layout_fit.json`` from a fit: the efficiency priors with the residual's part shared by one model's configurations folded
+    into GEMM efficiency, and the row's own part (``row_residual``: a Student-t scale on log MFU that the layout
+    prior draws afresh for each run; :mod:`mcflops.layoutfit.rowres`), measured on the fit's training rows."""
+    from mcflops.layoutfit import rowres
+
     today = datetime.date.today().isoformat()
     n = len(f.data.arrays["log_y"])
+    split = rowres.split(f, lf.DF)
+    row = split["sigma_row"]
 
     def src(what: str) -> str:
         return (f"layout calibration ({today}; {command}): NumPyro fit to {n} benchmark rows of layout_runs.yaml "
                 f"(Megatron-LM 2021/Megatron-Core 2024 README tables, MegaScale Tables 1-2, llm-foundry, torchtitan, "
                 f"vTrain); posterior predictive for a new run {what} with a new software stack")
 
-    default = lf.marginals(lf.predictive(f, None, seed), src("on an accelerator family not in the rows"))
+    default = lf.marginals(lf.predictive(f, None, seed, row), src("on an accelerator family not in the rows"))
     default["ep_comm"] = {"lognormal": list(lf.STARTING_EP), "source": EP_SOURCE}
     accel: dict[str, Any] = {}
     for fam, ids in lf.FAMILIES.items():
         if fam in f.data.families:
-            g = lf.marginals(lf.predictive(f, fam, seed), src(f"on {fam} ({', '.join(ids)})"))["gemm"]
+            g = lf.marginals(lf.predictive(f, fam, seed, row), src(f"on {fam} ({', '.join(ids)})"))["gemm"]
             accel.update({i: {"gemm": g} for i in ids})
     s = f.samples["sigma_obs"]
     return {"schema": SCHEMA, "status": STATUS, "default": {p: default[p] for p in PARAMS}, "accelerator": accel,
+            "row_residual": {"sigma": round(row, 4), "df": lf.DF,
+                             "source": f"layout calibration ({today}; {command}): {rowres.describe(split)}"},
             "fit": {"rows": n, "families": list(f.data.families), "stacks": list(f.data.stacks),
                     "r_hat_max": round(f.r_hat_max, 4), "ess_min": round(f.ess_min, 1), "divergences": f.divergences,
                     "sigma_obs": {"p50": round(float(np.median(s)), 4), "p5": round(float(np.quantile(s, 0.05)), 4),
@@ -78,6 +86,11 @@ def efficiency_for(fit_json: Mapping[str, Any], accelerator: str) -> dict[str, A
     """The priors a file on ``accelerator`` gets from ``fit_json`` (default, then the accelerator's entries)."""
     out = {**fit_json["default"], **fit_json.get("accelerator", {}).get(accelerator, {})}
     return {p: {k: v for k, v in d.items() if k != "source"} | {"source": d.get("source", "")} for p, d in out.items()}
+
+
+def row_sigma(fit_json: Mapping[str, Any]) -> float:
+    """The run's own residual ``fit_json`` measured (0 for an export from before the split: all of it shared)."""
+    return float(fit_json.get("row_residual", {}).get("sigma", 0.0))
 
 
 def layout_prior(run: LayoutRun, fit_json: Mapping[str, Any], arch: Mapping | None = None, layout: Mapping | None = None):
@@ -97,6 +110,7 @@ def layout_prior(run: LayoutRun, fit_json: Mapping[str, Any], arch: Mapping | No
            | {"ffn": shape.ff, "source": "layout_runs.yaml"},
            "priors": {"tokens": {"point": 1e12, "source": "placeholder"},
                       "mfu": {"layout": lay, "efficiency": efficiency_for(fit_json, run.accelerator),
+                              "residual": row_sigma(fit_json),
                               "source": run.source}}}
     return load_spec(doc, path=f"layout_runs.yaml:{run.id}").count_dependent["mfu"]
 

@@ -18,6 +18,7 @@ setting of what it leaves unstated, is refused.
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -27,6 +28,7 @@ from mcflops.errors import kind
 from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
     load_fit, overlap_defaults, problem
 from mcflops.layout.moe import MOE_FLAGS, MOE_PARAMS, PRIORS as MOE_PRIORS, ROUTERS
+from mcflops.layout.prior import shipped_row_sigma
 from mcflops.layout.unstated import MIXABLE, candidates, combinations, leanest
 from mcflops.numbers import parse_number
 from mcflops.priors.quantiles import median, ppf
@@ -46,8 +48,8 @@ _FIT_PATH = str(Path(__file__).resolve().parents[1] / "data" / "layout_fit.json"
 
 def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: Mapping, arch) -> LayoutPrior:
     """Parse the recipe into a :class:`LayoutPrior` at the file's count (checks the memory there)."""
-    here.keys(node, ("layout", "efficiency", "source"), where=" beside layout:",
-              listing="expected layout:, efficiency: and source:", per_key=False)
+    here.keys(node, ("layout", "efficiency", "residual", "source"), where=" beside layout:",
+              listing="expected layout:, efficiency:, residual: and source:", per_key=False)
     err = here.error
     lay = here.mapping(node, "layout", expected="layout: {tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, "
                        "recompute, schedule, zero}", got=False)
@@ -145,7 +147,8 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     conv = chain.CONVENTIONS[data.get("flops", "6nd")]
     n_med = median(priors["params"]) if priors.get("params") is not None else None
     counting = conv.per_token(arch, n_med) / counts.training_flops_per_token
-    prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id, unknown)
+    prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id, unknown,
+                        row_sigma=_residual(node, here))
     if mixed:
         mem_of = prior.memory_of()
         combos, tight = combinations(layout, shape, n, mixed, mem_of)
@@ -166,6 +169,19 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     except ValueError as x:
         raise err(f"layout: {x}") from None
     return prior
+
+
+def _residual(node: Mapping, here: Fields) -> float:
+    """``residual:``, the run's own residual (a Student-t scale on log MFU, >= 0; LayoutPrior.row_sigma): the
+    shipped fit's ``row_residual`` unless the file gives one (0: none, every run's residual shared)."""
+    if "residual" not in node:
+        return shipped_row_sigma()
+    x = node["residual"]
+    v = None if isinstance(x, bool) else parse_number(x)
+    if v is None or not math.isfinite(v) or v < 0:
+        raise here.error(f"expected residual: a number >= 0 (the run's own log-MFU residual scale), got {x!r}",
+                         node, "residual", f"{here.field}.residual")
+    return float(v)
 
 
 def _efficiency(node: Mapping, here: Fields, acc_id: str, moe: bool = False) -> dict:

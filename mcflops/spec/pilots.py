@@ -16,11 +16,18 @@ shared by every layout and count it is evaluated at, so the pilot's predicted MF
 functions of one draw, and conditioning is importance weighting of the draws (Bayes' rule on a sample of the
 prior; Smith & Gelfand 1992):
 
-    w_i  proportional to  prod over pilots of  exp(-z^2 / 2),   z = (log m_obs - log m_pilot,i) / sigma
+    w_i  proportional to  prod over pilots of  exp(-z^2 / 2),   z = (log m_obs - log m_pilot,i) / sqrt(sigma^2 + sigma_row^2)
 
-(mcflops.priors.weighting). :class:`PilotedPrior` is the layout prior with those weights: at any count or
-layout variant its MFU is the weighted quantiles of the same draws there, the posterior predictive, so `run`,
-`plan`, the layout sweeps and the ladder all read the pilot through the one object.
+(mcflops.priors.weighting; :func:`log_likelihood`). The draws carry only the part of the layout fit's residual
+that the runs of one series share; each run also has its own (``sigma_row``, LayoutPrior.row_sigma,
+mcflops.layoutfit.rowres), independent between the pilot and production: in the pilot's likelihood it widens the
+measurement's error (both normal in log MFU, so their variances add), and production's MFU carries a fresh draw
+of it (LayoutPrior.at). A pilot of production's very configuration (its count, layout and unstated settings) is
+a measurement of production itself and shares its residual: for that configuration its likelihood is the
+measurement's error alone on the draws with the residual, the ones production reads (:meth:`PilotedPrior.weights_at`). :class:`PilotedPrior` is the layout prior with those weights: at any count or layout
+variant its MFU is the weighted quantiles of the same draws there, the posterior predictive, so `run`, `plan`,
+the layout sweeps and the ladder all read the pilot through the one object; the held-out validation
+(mcflops.layoutfit.pilots) weighs its pilots with the same :func:`log_likelihood`.
 """
 
 from __future__ import annotations
@@ -82,18 +89,25 @@ class PilotedPrior(LayoutPrior):
     each pilot measured and the model predicted there (``checks``). Its :meth:`at` is the posterior predictive."""
 
     pilots: tuple[Pilot, ...] = ()
-    weights: Any = field(default=None, compare=False, repr=False)
+    weights: Any = field(default=None, compare=False, repr=False)  # at the file's count and layout
     checks: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, repr=False)
+    evidence: tuple[Evidence, ...] = field(default=(), compare=False, repr=False)
+    shared_weights: Any = field(default=None, compare=False, repr=False)  # no pilot on the evaluated configuration
 
     @property
     def ess(self) -> float:
         return effective_size(self.weights)
 
+    def weights_at(self, count: int | None = None) -> np.ndarray:
+        """The weights for production on ``count`` accelerators at this layout: :attr:`shared_weights` unless a
+        pilot ran this very configuration, whose residual is then production's own (the module docstring)."""
+        return _weights(self.evidence, self.row_sigma, _config(self, int(count or self.count)), self.shared_weights)
+
     def at(self, count: int | None = None, strict: bool = False) -> Any:
         key = ("at", int(count or self.count))
         if key not in self._cache:
             m = self.factor_draws(count)["mfu"]
-            q = weighted_quantiles(m, self.weights, KNOT_PROBS)
+            q = weighted_quantiles(m, self.weights_at(count), KNOT_PROBS)
             self._cache[key] = table_dist(KNOT_PROBS, q, source=self.describe())
         return self._cache[key]
 
@@ -105,6 +119,44 @@ class PilotedPrior(LayoutPrior):
         """The layout prior before the pilots (the same draws, unweighted)."""
         keep = {f.name: getattr(self, f.name) for f in dataclasses.fields(LayoutPrior) if f.name != "_cache"}
         return LayoutPrior(**keep, _cache={"draws": self.draws()})
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One pilot as the weights read it: its measured MFU, its error, its configuration (:func:`_config`) and its
+    model MFU on the shared draws and with its run's own residual (architecture FLOPs)."""
+
+    observed: float
+    sigma: float
+    config: tuple
+    shared: Any
+    run: Any
+
+
+def _config(lp: LayoutPrior, count: int) -> tuple:
+    """What makes two runs the same configuration: the count, the layout and what it leaves unstated."""
+    return (int(count), lp.layout, lp.unknown, lp.mixed, lp.combos)
+
+
+def _weights(evidence: Sequence[Evidence], row_sigma: float, config: tuple, shared: np.ndarray | None = None):
+    """The pilots' weights for production at ``config``: each pilot's :func:`log_likelihood` on the shared draws,
+    except a pilot of this very configuration, whose own residual is production's: its lognormal of ``sigma``
+    alone on its draws with that residual (the same draws production reads). ``shared``: the weights with no
+    pilot at ``config``, when known."""
+    same = [e.config == config for e in evidence]
+    if shared is not None and not any(same):
+        return shared
+    logw = np.zeros(DRAWS)
+    for e, s in zip(evidence, same):
+        logw += log_weights(e.observed, e.run, e.sigma) if s else log_likelihood(e.observed, e.shared, e.sigma, row_sigma)
+    return normalised(logw)
+
+
+def log_likelihood(observed: float, model_mfu: np.ndarray, sigma: float, row_sigma: float) -> np.ndarray:
+    """A pilot's log weights on the shared draws: its measured MFU against each draw's model MFU (without the run's
+    own residual), lognormal of log-scale sd sqrt(sigma^2 + row_sigma^2): the measurement's error and the pilot
+    run's own residual, independent of production's (the module docstring)."""
+    return log_weights(observed, model_mfu, math.hypot(sigma, row_sigma))
 
 
 def observed_mfu(p: Pilot, at: LayoutPrior) -> float:
@@ -121,8 +173,7 @@ def condition(prior: LayoutPrior, pilots: Sequence[Pilot]) -> PilotedPrior:
     """``prior`` with the pilots' weights. ValueError (with the pilot's index) when a pilot's layout cannot run
     on its count, its throughput is past the peak, or the pilots leave fewer than :data:`MIN_ESS` draws."""
     base = prior.unconditioned() if isinstance(prior, PilotedPrior) else prior
-    logw = np.zeros(DRAWS)
-    checks = []
+    evidence = []
     for i, p in enumerate(pilots):
         try:
             at = base.variant(**dict(p.layout)) if p.layout else base
@@ -136,10 +187,15 @@ def condition(prior: LayoutPrior, pilots: Sequence[Pilot]) -> PilotedPrior:
             raise PilotError(i, p.measure, f"{p.measure} {p.value:g} is {obs:.0%} of the accelerator's dense peak "
                              f"({base.peak / 1e12:g} TFLOP/s) in the architecture's FLOPs; expected a measured "
                              "throughput below it")
-        pred = np.asarray(at.factor_draws(p.count)["mfu"], float) / base.counting  # the architecture's FLOPs
-        logw += log_weights(obs, pred, p.sigma)
-        checks.append((p, obs, pred))
-    w = normalised(logw)
+        # the architecture's FLOPs, on the shared draws (the run's own residual is in the likelihood) and with it
+        shared = np.asarray(at.factor_draws(p.count, row=False)["mfu"], float) / base.counting
+        run = np.asarray(at.factor_draws(p.count)["mfu"], float) / base.counting if base.row_sigma else shared
+        evidence.append(Evidence(obs, p.sigma, _config(at, p.count), shared, run))
+    every = _weights(evidence, base.row_sigma, ())  # no configuration matches (): every pilot on the shared draws
+    here = _config(base, base.count)
+    w = _weights(evidence, base.row_sigma, here, every)
+    # each pilot's predicted MFU as its likelihood reads it at the file's configuration
+    checks = [(p, e.observed, e.run if e.config == here else e.shared) for p, e in zip(pilots, evidence)]
     ess = effective_size(w)
     if ess < MIN_ESS:
         raise PilotError(None, None, f"the pilot leaves {ess:.0f} of the layout model's {DRAWS:,} draws (effective "
@@ -151,7 +207,8 @@ def condition(prior: LayoutPrior, pilots: Sequence[Pilot]) -> PilotedPrior:
                   "predicted_posterior": dict(zip(("p5", "p50", "p95"), weighted_quantiles(pred, w, PROBS).tolist()))}
                  for p, obs, pred in checks)
     keep = {f.name: getattr(base, f.name) for f in dataclasses.fields(LayoutPrior) if f.name != "_cache"}
-    return PilotedPrior(**keep, _cache={"draws": base.draws()}, pilots=tuple(pilots), weights=w, checks=rows)
+    return PilotedPrior(**keep, _cache={"draws": base.draws()}, pilots=tuple(pilots), weights=w, checks=rows,
+                        evidence=tuple(evidence), shared_weights=every)
 
 
 class PilotError(ValueError):

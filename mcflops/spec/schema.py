@@ -182,7 +182,10 @@ def _layout() -> dict[str, Any]:
     # gemm is a fraction (as mfu), the others positive multiples (as tokens); a mixture is not offered
     eff = _object({p: {"$ref": "#/$defs/component_mfu" if p == "gemm" else "#/$defs/component_tokens"}
                    for p in PARAMS})
-    out = _object({"layout": _object(props, ("global_batch",)), "efficiency": eff, "source": _TEXT}, ("layout",))
+    residual = {**_num(0), "description": "the run's own log-MFU residual, a Student-t(4) scale (default: the "
+                "shipped fit's row_residual; 0: none); a pilot does not learn it (mcflops.layoutfit.rowres)"}
+    out = _object({"layout": _object(props, ("global_batch",)), "efficiency": eff, "residual": residual,
+                   "source": _TEXT}, ("layout",))
     out["description"] = "MFU from the parallel layout: a step-time model over efficiency priors (mcflops.layout)"
     return out
 

@@ -30,13 +30,17 @@ def spec():
 
 
 def test_the_table_matches_an_independent_monte_carlo(spec):
-    """Draw each efficiency prior (and each unknown overlap flag, a fair coin) with NumPy's own generator (not
-    the hypercube), run the factors, compare
+    """Draw each efficiency prior (and each unknown overlap flag, a fair coin, and the run's own residual) with
+    NumPy's own generator (not the hypercube), run the factors, compare
     quantiles: a quantile's MC error is sqrt(p (1 - p) / n) / density; tolerance 5 of those (both sides)."""
     lp = spec.count_dependent["mfu"]
     rng = np.random.default_rng(7)
     n = 200_000
     draws = {p: np.asarray(ppf(d, rng.random(n))) for p, d in lp.efficiency.items()}
+    # the run's own residual: a Student-t(4) of scale row_sigma in GEMM efficiency's logit, over (1 - gemm) (the
+    # fit's first-order fold, mcflops.layout.prior's docstring), from this generator too
+    g = draws["gemm"]
+    draws["gemm"] = 1 / (1 + np.exp(-(np.log(g / (1 - g)) + lp.row_sigma * rng.standard_t(4.0, n) / (1 - g))))
     import dataclasses
 
     from mcflops.layout import factors, terms

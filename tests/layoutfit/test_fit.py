@@ -125,6 +125,10 @@ def test_shipped_fit_parses_and_is_the_fit():
         assert efficiency_for(doc, acc)["gemm"] == doc["accelerator"][acc]["gemm"]
     for p, d in doc["default"].items():
         assert "calibration" in d["source"] or (p == "ep_comm" and "not fitted" in d["source"])
+    # the residual's row part: a share of the fit's, its source saying how it was measured (layoutfit.rowres)
+    row = doc["row_residual"]
+    assert 0 < row["sigma"] <= doc["fit"]["sigma_obs"]["p95"] and row["df"] == lf.DF
+    assert "rowres" in row["source"] and "ANOVA" in row["source"] and "by unit" in row["source"]
     # every prior parses through the grammar: the Llama 3 production row's layout prior at its count
     run = next(r for r in production_rows() if r.id == "llama3-405b-table4-row1")
     lp = layout_prior(run, doc, layout={"vpp": 4, "zero": 2})

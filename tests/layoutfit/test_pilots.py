@@ -34,14 +34,27 @@ def test_each_series_has_its_smallest_count_as_the_pilot(runs):
 
 
 def test_the_pilot_pulls_its_own_predictive_onto_its_measurement(runs):
-    res = pilots.transfer(pilots.series_runs(SMALL, runs), load_fit())
-    p = res["pilot"]
-    lo, mid, hi = p["predicted_posterior"]
-    # the prior's interval is wide (p95/p5 near 3) and the measurement has a 5% error: given it, the pilot's row
-    # is predicted within a few of those 5% of what it measured, and far more narrowly than before
-    assert abs(math.log(mid / p["y"])) < 2 * pilots.SIGMA
-    assert hi / lo < 0.5 * p["predicted_prior"][2] / p["predicted_prior"][0]
-    assert 200 < res["ess"] < res["draws"]
+    """With no run-level residual (row_residual 0) the pilot's likelihood is its 5% error alone; with the shipped
+    one it is sqrt(0.05^2 + sigma_row^2) wide (mcflops.spec.pilots.log_likelihood), so the pilot moves the
+    shared draws less: its row's predictive is narrower than the prior's in both, and less narrow with it."""
+    row = load_fit()["row_residual"]["sigma"]
+    assert 0 < row
+    got = {}
+    for sigma_row in (0.0, row):
+        fj = {**load_fit(), "row_residual": {"sigma": sigma_row}}
+        res = pilots.transfer(pilots.series_runs(SMALL, runs), fj)
+        p = res["pilot"]
+        assert p["row_sigma"] == sigma_row
+        lo, mid, hi = p["predicted_posterior"]
+        width, prior = hi / lo, p["predicted_prior"][2] / p["predicted_prior"][0]
+        got[sigma_row] = width, res["ess"]
+        # given the pilot, its row is predicted within 2 likelihood sds of what it measured, more narrowly than
+        # the prior does and than the likelihood alone would (a normal prior times a normal likelihood has the
+        # smaller variance: 1 / (1/tau^2 + 1/s^2) < s^2, so its 90% log-width is below 2 x 1.645 s)
+        s_lik = math.hypot(pilots.SIGMA, sigma_row)
+        assert abs(math.log(mid / p["y"])) < 2 * s_lik
+        assert math.log(width) < 2 * 1.6449 * s_lik and width < prior and 200 < res["ess"] < res["draws"]
+    assert got[row][0] > got[0.0][0] and got[row][1] > got[0.0][1]
 
 
 def test_an_uninformative_pilot_leaves_the_prior(runs):
@@ -76,6 +89,21 @@ def test_validate_holds_out_each_series_and_scores_its_rows(runs):
     assert out["pooled"]["production_p95_over_p5"] == pytest.approx(np.median(
         [x["production_p95_over_p5"] for x in out["series"]]), rel=1e-12)
     assert set(out["met"]) == set(pilots.TARGETS)
+    # both series keep one model at every count (a pilot: block's scope), so the one-model pool is the whole pool
+    assert [x["one_model"] for x in out["series"]] == [True, True]
+    assert out["pooled_one_model"]["model"] == expect and set(out["met_one_model"]) == set(pilots.TARGETS)
+
+
+def test_a_series_whose_model_changes_is_left_out_of_the_one_model_pool(runs):
+    """Megatron-Core's weak scaling grows the model with the count (1.7B on 48 GPUs to 462B on 6,144): a prior
+    file's pilot keeps the file's architecture, so that series is scored but pooled apart."""
+    weak = pilots.series_runs("megatron-core-2024-h100-weak", runs)
+    assert len({r.model for r in weak}) > 1
+    out = pilots.validate(0, lh.Settings(1, 50, 50, 5), series=(SMALL, "megatron-core-2024-h100-weak"),
+                          refit=lambda held: {**load_fit(), "fit": {}})
+    assert [x["one_model"] for x in out["series"]] == [True, False]
+    assert out["pooled_one_model"]["rows"] == len(out["series"][0]["rows"])
+    assert out["pooled"]["rows"] == sum(len(x["rows"]) for x in out["series"])
 
 
 def test_the_command_writes_and_prints_the_validation(tmp_path, monkeypatch, capsys):
