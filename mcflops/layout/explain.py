@@ -7,7 +7,8 @@ from typing import Any
 
 
 from mcflops.layout.model import FACTORS
-from mcflops.layout.prior import LayoutPrior, waterfall
+from mcflops.layout.prior import LayoutPrior
+from mcflops.layout.waterfall import waterfall
 
 LABELS = {"gemm": "GEMM efficiency", "experts": "expert load imbalance and token permutation", "recompute": "recomputation", "pipeline": "the pipeline bubble",
           "communication": "exposed communication", "stragglers": "stragglers", "counting": "FLOPs not counted",
