@@ -56,3 +56,38 @@ def jax_cache_env() -> dict[str, str]:
 @pytest.fixture
 def key():
     return jax.random.key(20261129)
+
+
+# The files whose tests cost the most (they compile programs of their own, or start processes that do), most
+# first: measured one file at a time from an empty cache (benchmarks/RESULTS.md, "Test suite"). Run first, they
+# overlap the many short tests instead of finishing the run on one worker while the other waits: with
+# `--dist loadscope` (pyproject.toml) a worker takes the next whole file when it is nearly idle, and a file's
+# module fixtures and compiled programs serve all its tests in one process. Every other file keeps its place, and
+# the tests of a file keep their order.
+HEAVY_FIRST = (
+    "tests/engine/test_devices.py",
+    "tests/test_notebook_api.py",
+    "tests/test_golden.py",
+    "tests/calibration/test_calibrate.py",
+    "tests/inference/test_update.py",
+    "tests/engine/test_extras.py",
+    "tests/inference/test_nuts_conjugate.py",
+    "tests/test_properties.py",
+    "tests/cli/test_multiprocess.py",
+    "tests/test_reproducible.py",
+    "tests/calibration/test_api_agrees.py",
+    "tests/report/test_report.py",
+    "tests/report/test_output_files.py",
+    "tests/spec/test_parse_cache.py",
+    "tests/layoutfit/test_fit.py",
+    "tests/layoutfit/test_holdout.py",
+    "tests/inference/test_edges.py",
+    "tests/test_bench_gpu.py",
+    "tests/cli/test_locks.py",
+    "tests/test_adversarial.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {f: i for i, f in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest as collected
