@@ -56,3 +56,40 @@ def jax_cache_env() -> dict[str, str]:
 @pytest.fixture
 def key():
     return jax.random.key(20261129)
+
+
+# The files whose tests cost the most (they compile programs of their own, or start processes that do), most
+# first: CPU seconds per file in a whole run from an empty cache (benchmarks/RESULTS.md, "Test suite"). Run first, they
+# overlap the many short tests instead of finishing the run on one worker while the other waits: with
+# `--dist loadscope` (pyproject.toml) a worker takes the next whole file when it is nearly idle, and a file's
+# module fixtures and compiled programs serve all its tests in one process. Every other file keeps its place, and
+# the tests of a file keep their order.
+HEAVY_FIRST = (
+    "tests/engine/test_devices.py",
+    "tests/test_golden.py",
+    "tests/test_notebook_api.py",
+    "tests/analysis/test_ladder.py",
+    "tests/analysis/test_compare.py",
+    "tests/inference/test_update.py",
+    "tests/test_properties.py",
+    "tests/analysis/test_sensitivity.py",
+    "tests/engine/test_extras.py",
+    "tests/layoutfit/test_fit.py",
+    "tests/cli/test_multiprocess.py",
+    "tests/analysis/test_compare_scenarios.py",
+    "tests/layoutfit/test_holdout.py",
+    "tests/inference/test_nuts_conjugate.py",
+    "tests/calibration/test_calibrate.py",
+    "tests/analysis/test_plan_count.py",
+    "tests/calibration/test_shipped_fit.py",
+    "tests/analysis/test_plan.py",
+    "tests/analysis/test_compare_ratio.py",
+    "tests/calibration/test_validation.py",
+    "tests/cli/test_locks.py",
+    "tests/test_bench_gpu.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {f: i for i, f in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest as collected

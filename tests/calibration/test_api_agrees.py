@@ -28,9 +28,9 @@ def _numbers(d):
 
 
 def test_cli_and_api_fit_the_same_numbers(tmp_path, capsys):
-    """A real NUTS fit of the shipped runs (the settings of the notebook test's, so its compile is shared)
-    through both doors: printed, written and returned, the posterior and the calibrated prior agree exactly
-    (same code, same machine)."""
+    """A real NUTS fit of the shipped runs (the suite's one fit through the API: tests/test_notebook_api.py
+    checks only the API's argument errors) through both doors: printed, written and returned, the posterior and
+    the calibrated prior agree exactly (same code, same machine)."""
     out = tmp_path / "out"
     assert cli.main(["calibrate", "--json", "--quiet", "--no-loo", "--chains", "1", "--draws", "50", "--seed", "3",
                      "--out", str(out)]) == 0
@@ -41,6 +41,8 @@ def test_cli_and_api_fit_the_same_numbers(tmp_path, capsys):
     assert _numbers(json.loads((out / "calibration.json").read_text())) == _numbers(api)
     # not vacuous: a fitted posterior of every parameter and the prior table are in what was compared
     assert api["runs"] == load_runs().n and api["seed"] == 3 and len(api["population"]) == 12
+    assert "loo" not in api  # loo=False: no leave-one-out validation
+    json.dumps(api)  # plain JSON as returned
     assert all(math.isfinite(s["mean"]) and s["sd"] > 0 for s in api["posterior"].values())
 
 
