@@ -176,8 +176,12 @@ def problem(layout: Layout, shape, count: int) -> tuple[str | None, str] | None:
     """The first reason ``layout`` cannot run ``shape`` on ``count`` accelerators, as (layout key, message)."""
     lo = layout
     t, p, c, e = lo.tp, lo.pp, lo.cp, lo.ep
-    if shape.layers < p * lo.vpp:
-        return "pp", f"{shape.layers} layers cannot fill pp x vpp = {p * lo.vpp} pipeline chunks"
+    # a chunk needs a layer, but two may hold the embedding and the loss alone: Megatron-Core counts them as
+    # pipeline layers (--account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split), so
+    # Qwen3-235B's 94 layers ran on pp 32 x vpp 3 = 96 chunks (Megatron-MoE-ModelZoo)
+    if shape.layers + 2 < p * lo.vpp:
+        return "pp", (f"{shape.layers} layers cannot fill pp x vpp = {p * lo.vpp} pipeline chunks (at most two "
+                      "may hold only the embedding and the loss)")
     if shape.heads % t:
         return "tp", f"{shape.heads} attention heads do not split over tp = {t}"
     if e > 1 and not shape.moe:

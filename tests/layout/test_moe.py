@@ -212,3 +212,15 @@ def test_spec_bad_expert_fields_are_one_clear_line(field, value, message):
             "recompute": "selective", field: value}
     with pytest.raises(SpecError, match=message):
         load_spec(_moe_doc(base))
+
+
+def test_two_chunks_may_hold_only_the_embedding_and_the_loss():
+    """Qwen3-235B's 94 layers ran on pp 32 x vpp 3 = 96 chunks (Megatron-Core counts the embedding and the loss as
+    pipeline layers): a layout that ran is not refused; three chunks short is."""
+    from mcflops.layout import problem
+
+    lay = Layout(tp=1, pp=32, vpp=3, schedule="interleaved", ep=8, global_batch=1024, micro_batch=1)
+    assert problem(lay, QWEN, 256) is None
+    short = dataclasses.replace(QWEN, layers=93)
+    field, message = problem(lay, short, 256)
+    assert field == "pp" and "93 layers cannot fill pp x vpp = 96" in message
