@@ -203,3 +203,35 @@ def test_mlperf_gpt3_rows_mfu_from_step_time_and_the_flop_count(runs):
     assert {r.id for r in rows if not r.fit} == {"mlperf-v4.1-gpt3-nvidia-b200-64", "mlperf-v4.1-gpt3-oracle-1536",
                                                   "mlperf-v4.1-gpt3-oracle-3072"}
     assert {r.count for r in rows} >= {64, 256, 512, 10752, 11616}
+
+
+def test_no_dense_layout_a_run_used_is_refused(runs):
+    """The dense rows where a refusal would come from, built through the prior-file grammar as a user's file would
+    be: every production and MLPerf row, and per series the rows of the most pipeline chunks (pp x vpp against the
+    layers), the largest micro-batch and the largest count (memory and the count's degrees). The model refuses
+    none of these layouts that ran (the MoE rows: test_moecheck). Unstated settings are mixed, so a row's gaps are
+    no reason to refuse; production rows take the settings the check assumes (validate.PRODUCTION). A subset,
+    for the suite's time: every dense row is the same loop over all of them (benchmarks/RESULTS.md gives it)."""
+    from mcflops.layout import load_fit
+    from mcflops.layoutfit import validate as lv
+
+    fit = load_fit()
+    dense = [r for r in runs.values() if not r.moe]
+    chosen = {r.id: r for r in dense if r.kind == "production" or r.series.startswith("mlperf")}
+    by_series: dict[str, list] = {}
+    for r in dense:
+        by_series.setdefault(r.series, []).append(r)
+    for rows in by_series.values():
+        for key in (lambda r: (r.layout.get("pp") or 1) * (r.layout.get("vpp") or 1) / r.architecture["layers"],
+                    lambda r: r.layout.get("micro_batch") or 0, lambda r: r.count):
+            top = max(rows, key=key)
+            chosen[top.id] = top
+    assert len(chosen) > 60
+    refused = []
+    for r in chosen.values():
+        arch, lay = lv.PRODUCTION.get(r.series, ({}, {}))
+        try:
+            lv.layout_prior(r, fit, arch or None, lay or None)
+        except Exception as x:  # noqa: BLE001 - any refusal is the finding
+            refused.append((r.id, str(x)))
+    assert refused == []
