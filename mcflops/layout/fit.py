@@ -15,3 +15,12 @@ def load_fit() -> Mapping[str, Any]:
     """{"default": {param: prior in the file grammar}, "accelerator": {id: {param: prior}}, ...}."""
     with open(FIT, encoding="utf-8") as f:
         return json.load(f)
+
+
+def accelerator_priors(fit: Mapping[str, Any], accelerator: str, precision: str | None = None) -> Mapping[str, Any]:
+    """The fit's entries for ``accelerator`` at ``precision``: ``"<id>/<precision>"`` where the fit exports one
+    (its FP8 family: GEMM efficiency against the FP8 peak is not the BF16 one), else ``"<id>"``, else none."""
+    acc = fit.get("accelerator", {})
+    if precision and f"{accelerator}/{precision}" in acc:
+        return acc[f"{accelerator}/{precision}"]
+    return acc.get(accelerator, {})

@@ -113,6 +113,7 @@ class LayoutPrior:
     combos: tuple[tuple, ...] = ()  # their joint settings that run and fit, equal weight; ``layout`` holds the first
     tight: bool = False  # the combos fit only within the activation estimate's error
     row_sigma: float = 0.0  # the run's own residual, a Student-t scale on log MFU (module docstring)
+    caveats: tuple[str, ...] = ()  # what the priors could not be for this file (the spec says why), in the notes
     _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     def draws(self) -> dict[str, np.ndarray]:
@@ -346,4 +347,4 @@ class LayoutPrior:
         elif mem is not None and mem.headroom < 0.1 * mem.capacity:
             out.append(f"layout: {mem.total / 1e9:.1f} GB per accelerator of {mem.capacity / 1e9:.0f} GB "
                        "(model states and activations; before workspace and fragmentation)")
-        return out
+        return out + list(self.caveats)

@@ -82,7 +82,7 @@ def moe_prior(run: LayoutRun, fit_json: Mapping[str, Any]):
            "hardware": {"accelerator": run.accelerator, "precision": run.precision or "bf16", "count": run.count},
            "flops": "architecture", "architecture": arch | {"source": "layout_runs.yaml"},
            "priors": {"tokens": {"point": 1e12, "source": "placeholder"},
-                      "mfu": {"layout": _layout_doc(run, KEYS), "efficiency": efficiency_for(fit_json, run.accelerator),
+                      "mfu": {"layout": _layout_doc(run, KEYS), "efficiency": efficiency_for(fit_json, run.accelerator, run.precision),
                               "source": run.source}}}
     return load_spec(doc, path=f"layout_runs.yaml:{run.id}").count_dependent["mfu"]
 

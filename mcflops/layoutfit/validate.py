@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mcflops.layout import OVERLAP_FLAGS, PARAMS
+from mcflops.layout.fit import accelerator_priors
 from mcflops.layoutfit import fit as lf
 from mcflops.layoutfit.data import LayoutRun, benchmark_rows, production_rows
 from mcflops.layoutfit.mix import draw_components, unknown_flags
@@ -69,6 +70,12 @@ def export(f: lf.Fit, command: str, seed: int = 0) -> dict[str, Any]:
         if fam in f.data.families:
             g = lf.marginals(lf.predictive(f, fam, seed, row), src(f"on {fam} ({', '.join(ids)})"))["gemm"]
             accel.update({i: {"gemm": g} for i in ids})
+        # the FP8 rows are a family of their own (lf.family): GEMM efficiency against the FP8 peak, which a file
+        # in fp8 on these accelerators reads (mcflops.layout.fit.accelerator_priors), not the BF16 one
+        if f"{fam}-fp8" in f.data.families:
+            g = lf.marginals(lf.predictive(f, f"{fam}-fp8", seed, row),
+                             src(f"in FP8 on {fam} ({', '.join(ids)}), against the FP8 peak"))["gemm"]
+            accel.update({f"{i}/fp8": {"gemm": g} for i in ids})
     s = f.samples["sigma_obs"]
     return {"schema": SCHEMA, "status": STATUS, "default": {p: default[p] for p in PARAMS}, "accelerator": accel,
             "row_residual": {"sigma": round(row, 4), "df": lf.DF,
@@ -82,9 +89,10 @@ def export(f: lf.Fit, command: str, seed: int = 0) -> dict[str, Any]:
                     "families_without_rows": [k for k in lf.FAMILIES if k not in f.data.families]}}
 
 
-def efficiency_for(fit_json: Mapping[str, Any], accelerator: str) -> dict[str, Any]:
-    """The priors a file on ``accelerator`` gets from ``fit_json`` (default, then the accelerator's entries)."""
-    out = {**fit_json["default"], **fit_json.get("accelerator", {}).get(accelerator, {})}
+def efficiency_for(fit_json: Mapping[str, Any], accelerator: str, precision: str | None = None) -> dict[str, Any]:
+    """The priors a file on ``accelerator`` at ``precision`` gets from ``fit_json`` (default, then the accelerator's
+    entries at that precision where the fit has them: mcflops.layout.fit.accelerator_priors)."""
+    out = {**fit_json["default"], **accelerator_priors(fit_json, accelerator, precision)}
     return {p: {k: v for k, v in d.items() if k != "source"} | {"source": d.get("source", "")} for p, d in out.items()}
 
 
@@ -109,7 +117,7 @@ def layout_prior(run: LayoutRun, fit_json: Mapping[str, Any], arch: Mapping | No
            "architecture": {k: getattr(shape, k) for k in ARCH_KEYS if getattr(shape, k) is not None}
            | {"ffn": shape.ff, "source": "layout_runs.yaml"},
            "priors": {"tokens": {"point": 1e12, "source": "placeholder"},
-                      "mfu": {"layout": lay, "efficiency": efficiency_for(fit_json, run.accelerator),
+                      "mfu": {"layout": lay, "efficiency": efficiency_for(fit_json, run.accelerator, run.precision),
                               "residual": row_sigma(fit_json),
                               "source": run.source}}}
     return load_spec(doc, path=f"layout_runs.yaml:{run.id}").count_dependent["mfu"]

@@ -27,6 +27,7 @@ from mcflops import hardware as catalogue
 from mcflops.errors import kind
 from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
     load_fit, overlap_defaults, problem
+from mcflops.layout.fit import accelerator_priors
 from mcflops.layout.moe import MOE_FLAGS, MOE_PARAMS, PRIORS as MOE_PRIORS, ROUTERS
 from mcflops.layout.prior import shipped_row_sigma
 from mcflops.layout.unstated import MIXABLE, candidates, combinations, leanest
@@ -139,7 +140,7 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
             if v is None:
                 raise err(f"layout: the catalogue has no {k} for {acc.id}; give layout.{k}", lay, None)
             layout = dataclasses.replace(layout, **{k: v})
-    eff = _efficiency(node, here, acc.id, moe)
+    eff = _efficiency(node, here, acc.id, moe, hardware.precision)
     try:
         peak = acc.peak(hardware.precision)
     except catalogue.HardwareError as x:
@@ -148,7 +149,7 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     n_med = median(priors["params"]) if priors.get("params") is not None else None
     counting = conv.per_token(arch, n_med) / counts.training_flops_per_token
     prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id, unknown,
-                        row_sigma=_residual(node, here))
+                        row_sigma=_residual(node, here), caveats=_caveats(node, acc.id, hardware.precision))
     if mixed:
         mem_of = prior.memory_of()
         combos, tight = combinations(layout, shape, n, mixed, mem_of)
@@ -171,6 +172,18 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     return prior
 
 
+def _caveats(node: Mapping, acc_id: str, precision: str | None) -> tuple[str, ...]:
+    """What the shipped priors cannot say for this file: an FP8 run on an accelerator whose FP8 GEMM efficiency the
+    fit does not export reads the BF16 family's against the FP8 peak (benchmarks/RESULTS.md, "MLPerf Training
+    GPT-3 rows": the fit's FP8 rows are two stacks, far below tuned FP8 runs, so it is not exported yet)."""
+    gemm_given = isinstance(node.get("efficiency"), Mapping) and "gemm" in node["efficiency"]
+    if precision == "fp8" and not gemm_given and f"{acc_id}/fp8" not in load_fit().get("accelerator", {}):
+        return (f"layout: GEMM efficiency on {acc_id} in fp8 is the shipped BF16 prior taken against the FP8 peak: "
+                "the fit exports no FP8 GEMM efficiency yet (its FP8 rows are too few stacks); state "
+                "efficiency.gemm for an FP8 run to set it",)
+    return ()
+
+
 def _residual(node: Mapping, here: Fields) -> float:
     """``residual:``, the run's own residual (a Student-t scale on log MFU, >= 0; LayoutPrior.row_sigma): the
     shipped fit's ``row_residual`` unless the file gives one (0: none, every run's residual shared)."""
@@ -184,10 +197,10 @@ def _residual(node: Mapping, here: Fields) -> float:
     return float(v)
 
 
-def _efficiency(node: Mapping, here: Fields, acc_id: str, moe: bool = False) -> dict:
+def _efficiency(node: Mapping, here: Fields, acc_id: str, moe: bool = False, precision: str | None = None) -> dict:
     fit = load_fit()
     # the MoE priors: the fit's where it has them, else the module's first-principles ones (mcflops.layout.moe)
-    defaults = {**(MOE_PRIORS if moe else {}), **fit["default"], **fit.get("accelerator", {}).get(acc_id, {})}
+    defaults = {**(MOE_PRIORS if moe else {}), **fit["default"], **accelerator_priors(fit, acc_id, precision)}
     names = (*PARAMS, *(MOE_PARAMS if moe else ()))
     fit_where = Fields(_FIT_PATH)
     out = {p: parse_dist(defaults[p], f"layout_fit.{p}", fit_where, defaults, p) for p in names}
