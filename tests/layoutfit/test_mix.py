@@ -59,17 +59,23 @@ def _params(d):
     return p
 
 
+def _draws_by_hand(r, d, p):
+    """Row ``r``'s efficiency parameters from the model's parameters ``p`` (its family's and stack's effects), by
+    hand: the oracle's side of the fit's arithmetic."""
+    f, s = d.families.index(r.family), d.stacks.index(r.stack)
+    logit = p["mu_gemm"] + p["tau_family"] * p["z_family"][f] + p["tau_stack_gemm"] * p["z_stack_gemm"][s]
+    return {"gemm": np.array([1 / (1 + math.exp(-logit))]),
+            "tp_comm": np.array([math.exp(p["mu_log_tp_comm"] + p["tau_stack_tp_comm"] * p["z_stack_tp_comm"][s])]),
+            "dp_comm": np.array([math.exp(p["mu_log_dp_comm"] + p["tau_stack_dp_comm"] * p["z_stack_dp_comm"][s])]),
+            "ep_comm": np.array([1.0]), "straggler_cv": np.array([math.exp(p["mu_log_straggler_cv"])])}
+
+
 def _oracle_rows(runs, rows, d, p):
     """Each row's log likelihood: log of the mean over the settings of its unknown flags of the Student-t(4) density
     of log y at the log of mcflops.layout.mfu for that setting (the flags stated as overrides)."""
     out = []
     for run, r in zip(runs, rows):
-        f, s = d.families.index(r.family), d.stacks.index(r.stack)
-        logit = p["mu_gemm"] + p["tau_family"] * p["z_family"][f] + p["tau_stack_gemm"] * p["z_stack_gemm"][s]
-        draws = {"gemm": np.array([1 / (1 + math.exp(-logit))]),
-                 "tp_comm": np.array([math.exp(p["mu_log_tp_comm"] + p["tau_stack_tp_comm"] * p["z_stack_tp_comm"][s])]),
-                 "dp_comm": np.array([math.exp(p["mu_log_dp_comm"] + p["tau_stack_dp_comm"] * p["z_stack_dp_comm"][s])]),
-                 "ep_comm": np.array([1.0]), "straggler_cv": np.array([math.exp(p["mu_log_straggler_cv"])])}
+        draws = _draws_by_hand(r, d, p)
         unknown = [k for k in OVERLAP_FLAGS if run.layout[k] is None and not (run.layout["fsdp"] and k != "tp_comm_overlap")]
         lps = []
         for mode, bits in itertools.product(_modes(run), itertools.product((False, True), repeat=len(unknown))):

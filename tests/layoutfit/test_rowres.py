@@ -14,7 +14,7 @@ from mcflops.layout import mfu
 from mcflops.layoutfit import fit as lf
 from mcflops.layoutfit import rowres
 from mcflops.layoutfit.mix import Data
-from tests.layoutfit.test_mix import _params, _runs
+from tests.layoutfit.test_mix import _draws_by_hand, _params, _runs
 
 
 def _groups(seed=0, j=30):
@@ -68,12 +68,7 @@ def _oracle(rows, d, p):
     """Each row's components' log MFU from mcflops.layout.mfu on its terms, the parameters by hand."""
     out = []
     for r in rows:
-        f, s = d.families.index(r.family), d.stacks.index(r.stack)
-        logit = p["mu_gemm"] + p["tau_family"] * p["z_family"][f] + p["tau_stack_gemm"] * p["z_stack_gemm"][s]
-        draws = {"gemm": np.array([1 / (1 + math.exp(-logit))]),
-                 "tp_comm": np.array([math.exp(p["mu_log_tp_comm"] + p["tau_stack_tp_comm"] * p["z_stack_tp_comm"][s])]),
-                 "dp_comm": np.array([math.exp(p["mu_log_dp_comm"] + p["tau_stack_dp_comm"] * p["z_stack_dp_comm"][s])]),
-                 "ep_comm": np.array([1.0]), "straggler_cv": np.array([math.exp(p["mu_log_straggler_cv"])])}
+        draws = _draws_by_hand(r, d, p)
         out.append([math.log(float(mfu(t, draws)[0])) for t in r.mix])
     return out
 
