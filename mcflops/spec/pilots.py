@@ -19,7 +19,7 @@ prior; Smith & Gelfand 1992):
     w_i  proportional to  prod over pilots of  exp(-z^2 / 2),   z = (log m_obs - log m_pilot,i) / sqrt(sigma^2 + sigma_row^2)
 
 (mcflops.priors.weighting; :func:`log_likelihood`). The draws carry only the part of the layout fit's residual
-that the runs of one series share; each run also has its own (``sigma_row``, LayoutPrior.row_sigma,
+that one model's configurations on one stack share; each run also has its own (``sigma_row``, LayoutPrior.row_sigma,
 mcflops.layoutfit.rowres), independent between the pilot and production: in the pilot's likelihood it widens the
 measurement's error (both normal in log MFU, so their variances add), and production's MFU carries a fresh draw
 of it (LayoutPrior.at). A pilot of production's very configuration (its count, layout and unstated settings) is
