@@ -61,8 +61,9 @@ def _unit(n_params: int, n: int) -> np.ndarray:
 
 @lru_cache(maxsize=2)
 def _unit_moe(n_params: int, n: int) -> np.ndarray:
-    """The MoE parameters' own hypercube (another seed): a dense layout's draws are untouched by them."""
-    rng = generator(_SEED + 3)
+    """The MoE parameters' own hypercube (a seed of its own, as every stream here: a dense layout's draws are
+    untouched by them, and they are independent of the run's residual's, :func:`_row_t`)."""
+    rng = generator(_SEED + 4)
     strata = np.stack([rng.permutation(n) for _ in range(n_params)], axis=1)
     return (strata + rng.random((n, n_params))) / n
 
