@@ -40,13 +40,12 @@ import numpy as np
 from mcflops.hostrng import generator
 from mcflops.layout.memory import Memory, memory
 from mcflops.layout.model import PARAMS, Layout, Terms, factor_names, factors, problem, terms
-from mcflops.layout.moe import MOE_FLAGS, MOE_PARAMS
+from mcflops.layout.moe import MOE_FLAGS, MOE_KEYS, MOE_PARAMS
 from mcflops.layout.unstated import combinations
 from mcflops.priors.dist import Dist
 from mcflops.priors.quantiles import ppf
 from mcflops.priors.table import KNOT_PROBS, table_dist
 
-MOE_KEYS = ("etp", "capacity_factor", "router", "hbm_gb_s", "recompute_moe")  # the layout's other expert-only fields
 DRAWS = 1 << 16  # Latin-hypercube points
 _SEED = 20240723  # fixed: a file's table is a function of the file
 ROW_DF = 4.0  # the run's residual's Student-t degrees of freedom: the layout fit's (mcflops.layoutfit.fit.DF)

@@ -35,7 +35,7 @@ from mcflops.layoutfit.validate import efficiency_for
 _KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "recompute", "schedule", "zero",
          "sequence_parallel", "fsdp", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
 # what each row's source states beyond the schema's columns (module docstring); keys the grammar does not know
-# are dropped where the model has no such field (MOE_KEYS says which it has)
+# are dropped where the grammar has no such field (mcflops.spec.layoutspec.KEYS says which it has)
 _QWEN = {"grouped_gemm": True}
 # recompute "norm, act" (layernorm and moe_act modules): elementwise work only, no GEMM FLOPs (none); the
 # long-context command's "--recompute-modules layernorm moe": the whole MoE layer (recompute_moe)

@@ -28,7 +28,7 @@ from mcflops.errors import kind
 from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
     load_fit, overlap_defaults, problem
 from mcflops.layout.fit import accelerator_priors
-from mcflops.layout.moe import MOE_FLAGS, MOE_PARAMS, PRIORS as MOE_PRIORS, ROUTERS
+from mcflops.layout.moe import MOE_FLAGS, MOE_KEYS, MOE_PARAMS, PRIORS as MOE_PRIORS, ROUTERS
 from mcflops.layout.prior import shipped_row_sigma
 from mcflops.layout.unstated import MIXABLE, candidates, combinations, leanest
 from mcflops.numbers import parse_number
@@ -42,7 +42,7 @@ FLOAT_KEYS = ("nvlink_gb_s", "network_gb_s", "hbm_gb_s", "capacity_factor")
 BOOL_KEYS = ("sequence_parallel", "fsdp", "recompute_moe", *OVERLAP_FLAGS, *MOE_FLAGS)
 KEYS = (*INT_KEYS, *FLOAT_KEYS, "recompute", "schedule", "router", *BOOL_KEYS)
 # a mixture of experts' own fields (mcflops.layout.moe): refused for a dense model
-EXPERT_KEYS = ("etp", "hbm_gb_s", "capacity_factor", "router", "recompute_moe", *MOE_FLAGS)
+EXPERT_KEYS = (*MOE_KEYS, *MOE_FLAGS)
 UNKNOWN = "unknown"  # an overlap flag's third value: both settings, equal weight
 _FIT_PATH = str(Path(__file__).resolve().parents[1] / "data" / "layout_fit.json")
 
