@@ -234,8 +234,8 @@ def gpu_main(args) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps(r, indent=2) + "\n")
 
-    engine_prior(size["prior"][0])  # compile
     for n in size["prior"]:
+        engine_prior(n)  # compile: a run's group size, and so its program, depends on n
         t, _ = _best(lambda n=n: engine_prior(n), 1 if n >= 10**9 else args.repeats)
         print(f"{'engine prior predictive + quantiles':44s} n={n:>14,d}  {t:8.3f} s  {n / t / 1e9:8.2f} G draws/s"
               + ("   (target >= 10 G/s)" if n >= 10**10 else ""), flush=True)

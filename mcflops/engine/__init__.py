@@ -23,7 +23,7 @@ explicit call before the first JAX computation; ``mcflops.run`` and the command 
 from mcflops.engine.devices import mesh, setup
 from mcflops.engine.driver import POOL, POOL_ESS, each_block, pool_subblocks, run, run_rows, sum_blocks
 from mcflops.engine.extras import Extra, extra, row_cdf, row_quantiles
-from mcflops.engine.kernel import BLOCK, GPU_BATCH, KEEP, NBINS, SUB, PassShape, draw_z, hist_index, normals, normals_at
+from mcflops.engine.kernel import BLOCK, GPU_BATCH, GPU_HIST_COPIES, KEEP, NBINS, SUB, PassShape, draw_z, hist_index, normals, normals_at
 from mcflops.engine.likelihood import Likelihood, build_likelihood, log_likelihood
 from mcflops.engine.merge import psis_tail
 from mcflops.engine.programs import Program, program, stop_cache, use_cache
@@ -31,7 +31,7 @@ from mcflops.engine.streams import (COMPARE, GUMBEL, NUTS, PLAN_PILOT, RESAMPLE,
                                     seed_key, stable_id)
 from mcflops.engine.summary import Sums, ess, hist_cdf, hist_cdf_at, hist_quantiles, hist_quantiles_within
 
-__all__ = ["BLOCK", "COMPARE", "Extra", "GPU_BATCH", "GUMBEL", "KEEP", "NBINS", "NUTS", "PLAN_PILOT", "POOL", "POOL_ESS", "RESAMPLE",
+__all__ = ["BLOCK", "COMPARE", "Extra", "GPU_BATCH", "GPU_HIST_COPIES", "GUMBEL", "KEEP", "NBINS", "NUTS", "PLAN_PILOT", "POOL", "POOL_ESS", "RESAMPLE",
            "SHAPLEY", "SOBOL_A", "SOBOL_B", "SUB", "SWEEP", "PassShape", "Likelihood", "Sums", "build_likelihood",
            "draw_z", "each_block", "ess", "extra", "hist_cdf", "hist_cdf_at", "hist_index", "hist_quantiles",
            "hist_quantiles_within", "log_likelihood", "mesh", "normals", "normals_at", "pool_subblocks",

@@ -25,7 +25,7 @@ import numpy as np
 from mcflops.engine.devices import mesh
 from mcflops.engine.extras import Extra
 from mcflops.engine.exact import bin_probabilities, distinct_rows, exp_moments, ranges
-from mcflops.engine.kernel import BLOCK, GPU_BATCH, KEEP, NBINS, SUB, PassShape, make_call
+from mcflops.engine.kernel import BLOCK, GPU_BATCH, GPU_HIST_COPIES, KEEP, NBINS, SUB, PassShape, make_call
 from mcflops.engine.likelihood import Likelihood
 from mcflops.engine.merge import _expand, _Merge, psis_tail
 from mcflops.engine import tree
@@ -87,6 +87,12 @@ def _batch() -> int:
     return 1 if jax.devices()[0].platform == "cpu" else GPU_BATCH
 
 
+def _copies() -> int:
+    """Copies of each histogram the scatter-adds are spread over: 1 on a CPU (no atomics), GPU_HIST_COPIES on
+    accelerators."""
+    return 1 if jax.devices()[0].platform == "cpu" else GPU_HIST_COPIES
+
+
 def _layout(model: Model | None, lik, n: int, pool: int, size: int, sub: int, rsub: int, psub: int, widen: int = 1,
             pfrom: int = 0, extra: Extra | None = None) -> PassShape:
     """Static sizes of a pass whose pool (``psub`` sub-blocks per block) holds ``pool`` draws; ``widen``
@@ -109,7 +115,7 @@ def _layout(model: Model | None, lik, n: int, pool: int, size: int, sub: int, rs
     batch = _batch()
     first = sub if psub else rsub  # the kept prior draws come from the block's first sub-block
     return PassShape(size=size, sub=sub, rows=rows, sampled=sampled, keep=min(KEEP, first), ktop=ktop, kres=kres,
-                  batch=batch, psub=psub if lik is not None else 0, rsub=rsub, pfrom=pfrom, sums=not pfrom,
+                  batch=batch, copies=_copies(), psub=psub if lik is not None else 0, rsub=rsub, pfrom=pfrom, sums=not pfrom,
                   group=tree.group_size(-(-n // size)), **xs)
 
 

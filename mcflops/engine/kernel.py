@@ -42,6 +42,9 @@ BLOCK = 1 << 20  # draws per keyed block (part of the algorithm: changing it cha
 SUB = 1 << 14  # draws per sub-block on a CPU (a loop inside the block: intermediates stay in L2; larger ones spill)
 KEEP = 4000  # draws kept for plots and ArviZ (prior: the first KEEP; posterior: a weighted reservoir)
 GPU_BATCH = 8  # blocks vmapped side by side on a GPU
+# Copies of each histogram a GPU's scatter-adds are spread over (draw i adds to copy i mod GPU_HIST_COPIES), summed
+# once per block: the draws of a row crowd a few hundred central bins, and atomic adds to one address queue up.
+GPU_HIST_COPIES = 32
 GROUP = 16  # the exact per-sub-block top-k first picks groups of GROUP draws by their maxima
 
 
@@ -98,6 +101,7 @@ class PassShape:
     ktop: int = 0  # largest log-likelihoods kept per pool sub-block
     kres: int = 0  # largest Gumbel keys kept per pool sub-block
     batch: int = 1  # blocks computed side by side (vmapped) in a call: 1 on CPU, a few on GPUs
+    copies: int = 1  # copies of the model's histograms the scatter-adds are spread over: 1 on CPU (GPU_HIST_COPIES)
     psub: int = 0  # pool sub-blocks at the start of every block (0: no observations)
     rsub: int = SUB  # draws per sub-block after the pool
     pfrom: int = 0  # with sums=False: the pool sub-blocks pfrom..psub-1 of every block (a grown pool's new part)
@@ -235,12 +239,14 @@ def _block(key, model: Model | None, lik: Likelihood | None, lo, inv, below, xar
     hs = len(lay.sampled)
     zs = jnp.zeros((hs,), f32)  # the prior's e^d sums: sampled rows only (inputs' are known exactly)
     acc = extras.init(lay.nx, nb, lay.xweighted) if lay.nx else {}
+    C = lay.copies
+    lane = (jax.lax.iota(jnp.int32, max(lay.sub, lay.rsub)) % C) if C > 1 else None  # draw i's copy: i mod C
     if lay.own:
-        acc.update(prior={**mom0, "s1y": zs, "s2y": zs, "hist": jnp.zeros((hs * (nb + 2),), f32)},
+        acc.update(prior={**mom0, "s1y": zs, "s2y": zs, "hist": jnp.zeros((C * hs * (nb + 2),), f32)},
                    first=jnp.zeros((q, lay.keep), f32))
     if lik is not None:
         no = len(lik.names)
-        acc.update(post={**mom0, "hist": jnp.zeros((q * (nb + 2),), f32), "s0w2": jnp.zeros((), f32)},
+        acc.update(post={**mom0, "hist": jnp.zeros((C * q * (nb + 2),), f32), "s0w2": jnp.zeros((), f32)},
                    m=jnp.full((), -jnp.inf, f32), below=jnp.zeros((no,), f32), inside=jnp.zeros((no,), f32))
     if pool:
         acc.update(top=jnp.full((lay.psub, lay.ktop), -jnp.inf, f32),
@@ -283,8 +289,9 @@ def _block(key, model: Model | None, lik: Likelihood | None, lo, inv, below, xar
             pm = _moments(D, ys, None, jnp.clip(n_valid - at, 0, sub).astype(f32), cross[:q])
             new["prior"] = {k: acc["prior"][k] + pm[k] for k in pm}
             ph = acc["prior"]["hist"]
+            copy = 0 if C == 1 else lane[:sub] * (hs * (nb + 2))
             for j, r in enumerate(lay.sampled):  # one scatter per row (row r's bins moved to slot j)
-                ph = ph.at[idx[r] - (r - j) * (nb + 2)].add(w0, mode="promise_in_bounds")
+                ph = ph.at[idx[r] - (r - j) * (nb + 2) + copy].add(w0, mode="promise_in_bounds")
             new["prior"]["hist"] = ph
             if first:  # the first draws: a branch, not a pass over D every time
                 new["first"] = jax.lax.cond(s == 0, lambda: D[:, : lay.keep], lambda: acc["first"])
@@ -299,8 +306,9 @@ def _block(key, model: Model | None, lik: Likelihood | None, lo, inv, below, xar
             post = {k: acc["post"][k] * scale + qm[k] for k in qm}
             post["s0w2"] = acc["post"]["s0w2"] * (scale * scale) + jnp.sum(w * w)
             ph = acc["post"]["hist"] * scale
+            copy = 0 if C == 1 else lane[:sub] * (q * (nb + 2))
             for r in range(q):  # one scatter per row: the weights need no q-fold copy
-                ph = ph.at[idx[r]].add(w, mode="promise_in_bounds")
+                ph = ph.at[idx[r] + copy].add(w, mode="promise_in_bounds")
             post["hist"] = ph
             new["post"], new["m"] = post, m
             if not select:
@@ -319,12 +327,12 @@ def _block(key, model: Model | None, lik: Likelihood | None, lo, inv, below, xar
     if start < lay.size:
         nrest = (jnp.maximum(n_valid - start, 0) + (lay.rsub - 1)) // lay.rsub
         acc = jax.lax.fori_loop(0, nrest, make_body(start, lay.rsub, False, lay.keep > 0 and not pool), acc)
-    if lay.own:
-        acc["prior"]["hist"] = acc["prior"]["hist"].reshape(hs, nb + 2)
+    if lay.own:  # the copies added (whole counts: exact in float32 below 2^24 draws a block)
+        acc["prior"]["hist"] = acc["prior"]["hist"].reshape(C, hs, nb + 2).sum(axis=0)
     if lay.nx:
         acc["x"]["hist"] = acc["x"]["hist"].reshape(lay.nx, nb + 2)
     if "post" in acc:
-        acc["post"]["hist"] = acc["post"]["hist"].reshape(q, nb + 2)
+        acc["post"]["hist"] = acc["post"]["hist"].reshape(C, q, nb + 2).sum(axis=0)
     return acc
 
 
@@ -339,8 +347,16 @@ def make_call(lay: PassShape, ndev: int):
     order) to one set of sums per group (``tree.reduce_groups``); the selections stay per block."""
 
     def local(key, model, lik, lo, inv, below, xargs, blocks, n_valid):
-        acc = jax.lax.map(lambda a: _block(key, model, lik, lo, inv, below, xargs, a[0], a[1], lay),
-                          (blocks, n_valid), batch_size=lay.batch if lay.batch > 1 else None)
+        one = lambda b, nv: _block(key, model, lik, lo, inv, below, xargs, b, nv, lay)
+        if lay.batch == 1:
+            acc = jax.lax.map(lambda a: one(*a), (blocks, n_valid))
+        else:
+            # lax.map's batch_size reshapes every output to (-1, ...), which divides by a zero-size section (a file
+            # with one uncertain input has no histogram rows); the call holds whole batches (driver), so the
+            # batches are reshaped with their sizes spelled out.
+            k, b = blocks.shape[0] // lay.batch, lay.batch
+            acc = jax.lax.map(lambda a: jax.vmap(one)(*a), (blocks.reshape(k, b), n_valid.reshape(k, b)))
+            acc = jax.tree.map(lambda v: v.reshape((k * b,) + v.shape[2:]), acc)
         return tree.reduce_groups(acc, sum_fields(lay, lik), lay.group)
 
     if ndev == 1:
