@@ -1,9 +1,11 @@
-"""The MLPerf Training GPT-3 175B rows of layout_runs.yaml, predicted by the shipped layout priors (held out).
+"""The MLPerf Training GPT-3 175B rows of layout_runs.yaml, predicted by the shipped layout priors for a new stack.
 
     nice .venv/bin/python benchmarks/mlperf_heldout.py [--out FILE.json]
 
-The rows (series ``mlperf-v*-gpt3``) were added after ``mcflops/data/layout_fit.json`` was fitted, so the shipped
-priors never saw them. Each is predicted through the prior-file path (:func:`mcflops.layoutfit.validate.held_out`,
+The rows (series ``mlperf-v*-gpt3``) are in the shipped fit since its 2026-12-04 refit, so these priors have seen
+them through the fit's population (a new stack's draws): held out, they are the ``mlperf-training`` paper-out fold
+of ``mcflops calibrate --layout --holdout`` (benchmarks/RESULTS.md, "Held-out series"). Each is predicted through
+the prior-file path (:func:`mcflops.layoutfit.validate.held_out`,
 the production rows' check without needing a fitted family), in the row's convention (Narayanan et al. 2021 model
 FLOPs over the dense FP8 peak). Prints one markdown line per row (measured MFU, the prior's p5 / p50 / p95, p50
 over measured, whether the 90% interval covers) and, over the H100 rows, the 90% coverage, the median |log(p50 /

@@ -272,6 +272,17 @@ def layout_show(data: dict[str, Any]) -> None:
                 else f"lognormal 90% [{d['lognormal'][0]:.4g}, {d['lognormal'][1]:.4g}]")
         t.add_row(p, escape(where), text)
     con.print(t)
+    if data["priors"].get("stack"):
+        st = Table(title="Fitted stacks (a file's stack:): their own priors and residual", title_justify="left",
+                   header_style="bold")
+        for c in ("stack", "rows", "own residual", "gemm on h100-sxm", "tp_comm 90%", "dp_comm 90%"):
+            st.add_column(c, justify="left" if c == "stack" else "right")
+        for name, e in data["priors"]["stack"].items():
+            g = e["accelerator"].get("h100-sxm", e["default"])["gemm"]["beta"]
+            st.add_row(escape(name), str(e["rows"]), f"{e['residual']:.3f}", f"{g['mean']:.3f} sd {g['sd']:.3f}",
+                       *(f"[{e['default'][p]['lognormal'][0]:.3g}, {e['default'][p]['lognormal'][1]:.3g}]"
+                         for p in ("tp_comm", "dp_comm")))
+        con.print(st)
     v = Table(title="Held-out production rows: MFU prior in the row's convention vs published", title_justify="left",
               header_style="bold")
     for c in ("run", "convention", "published", "median", "90% interval", "error", "within 15%", "in 90%"):

@@ -75,7 +75,11 @@ def show(data: dict[str, Any]) -> None:
     pools = [dict(data["pooled"], series="pooled")]
     if "pooled_one_model" in data:
         pools.append(dict(data["pooled_one_model"], series="pooled, one model at every count"))
-    for x in data["series"] + pools:
+    stated = [dict(x["stack_stated"], series=f"{x['series']}, stack {x['stack_stated']['stack']} stated")
+              for x in data["series"] if x.get("stack_stated")]
+    if "pooled_stack_stated" in data:
+        stated.append(dict(data["pooled_stack_stated"], series="pooled, one model at every count, stack stated"))
+    for x in data["series"] + pools + stated:
         m, pr = x["model"], x["prior"]
         rh = x.get("r_hat_max")
         s.add_row(escape(x["series"]), str(m["rows"]), f"{m['coverage_90']:.2f}", f"{m['median_abs_log_error']:.3f}",
@@ -85,7 +89,7 @@ def show(data: dict[str, Any]) -> None:
     con.print(s)
     tg = data["targets"]
     for label, key in (("pooled", "met"), ("pooled, one model at every count (what a pilot: block states)",
-                                           "met_one_model")):
+                                           "met_one_model"), ("the same, the stack stated", "met_stack_stated")):
         if key in data:
             met = data[key]
             con.print(f"  targets ({label}; production p95/p5 is the median over the series): " + "; ".join(

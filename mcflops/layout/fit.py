@@ -17,6 +17,20 @@ def load_fit() -> Mapping[str, Any]:
         return json.load(f)
 
 
+def stack_names(fit: Mapping[str, Any]) -> tuple[str, ...]:
+    """The software stacks the fit exports priors for (a file's ``stack:``)."""
+    return tuple(sorted(fit.get("stack", {})))
+
+
+def stack_entry(fit: Mapping[str, Any], stack: str | None) -> Mapping[str, Any]:
+    """The part of the fit a file on ``stack`` reads (``default``, ``accelerator``, its ``residual``): the fitted
+    stack's own, or the new-stack priors (``stack`` None)."""
+    if stack is None:
+        return {"default": fit["default"], "accelerator": fit.get("accelerator", {}),
+                "residual": fit.get("row_residual", {}).get("sigma", 0.0)}
+    return fit["stack"][stack]
+
+
 def accelerator_priors(fit: Mapping[str, Any], accelerator: str, precision: str | None = None) -> Mapping[str, Any]:
     """The fit's entries for ``accelerator`` at ``precision``: ``"<id>/<precision>"`` where the fit exports one
     (its FP8 family: GEMM efficiency against the FP8 peak is not the BF16 one), else ``"<id>"``, else none."""

@@ -113,6 +113,7 @@ class LayoutPrior:
     combos: tuple[tuple, ...] = ()  # their joint settings that run and fit, equal weight; ``layout`` holds the first
     tight: bool = False  # the combos fit only within the activation estimate's error
     row_sigma: float = 0.0  # the run's own residual, a Student-t scale on log MFU (module docstring)
+    stack: str | None = None  # the fitted software stack whose priors the file reads (None: a new stack's)
     caveats: tuple[str, ...] = ()  # what the priors could not be for this file (the spec says why), in the notes
     _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
@@ -286,6 +287,8 @@ class LayoutPrior:
                                              if p in self.efficiency}}
         if self.row_sigma or shipped_row_sigma():  # written whenever it could differ from the default it loads with
             out["residual"] = self.row_sigma
+        if self.stack:
+            out["stack"] = self.stack
         if self.source:
             out["source"] = self.source
         return out
@@ -307,6 +310,8 @@ class LayoutPrior:
             text += f"; overlap unknown ({', '.join(self.unknown)}: on and off mixed 1:1)"
         if self.mixed:
             text += f"; unstated {', '.join(self.mixed)}: the {len(self.combos)} joint setting(s) that fit, mixed equally"
+        if self.stack:
+            text += f"; the {self.stack} stack's fitted efficiencies and residual"
         if self.row_sigma:
             text += f"; the run's own residual, Student-t({ROW_DF:g}) of scale {self.row_sigma:g} on log MFU"
         return f"{self.source} | {text}" if self.source else text

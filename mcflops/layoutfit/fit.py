@@ -12,8 +12,13 @@ family f and software stack k (non-centred, every effect partially pooled):
     MFU_i       = 1 / (tc (1 + beta) + X(x_tp, x_dp, tc)) / (1 + cv S),   tc = rho / (eta g busy)
     X           = sum over classes of x C / T0, or its exposed part past the overlap window w tc
                   (:func:`mcflops.layout.communication_time`; the row's overlap flags say which)
-    log y_i     ~ sum_c (1/2^u_i) Student-t(4, log MFU_ic, sigma_obs w_i)   (w_i = 1.5 where a layout field was
+    log sigma_k ~ Normal(log sigma_obs, tau_sigma)                      (each stack's residual scale, centred)
+    log y_i     ~ sum_c (1/2^u_i) Student-t(4, log MFU_ic, sqrt(sigma_k^2 + FLOOR^2) w_i)   (w_i = 1.5 where a layout field was
                   imputed; c over the 2^u_i settings of the u_i overlap flags the row's source leaves out)
+
+Stacks differ in how well the terms describe them (a 2026-12-04 fit: llm-foundry's residual scale 0.23, the
+Megatron and MegaScale stacks' 0.01-0.07), so each has its own scale: a file that states a fitted stack gets that
+stack's effects and residual (:func:`predictive` with ``stack``), a new stack draws both.
 
 (:mod:`mcflops.layout.model` for each term.) ``ep_comm`` does not enter: no benchmark row is a mixture of
 experts, so its starting prior ships unchanged. FP8 rows are their own family (utilisation of the FP8 peak is a
@@ -58,6 +63,11 @@ STARTING = {"gemm": (0.65, 0.1), "tp_comm": (0.2, 2.0), "dp_comm": (0.2, 2.0), "
 Z95 = 1.6448536269514722
 IMPUTED_NOISE = 1.5  # the noise of a row whose layout was partly imputed, relative to a fully stated one
 DF = 4.0
+# log-MFU noise no row is below, added in quadrature to its stack's scale: what the rows can tell apart (tables print
+# MFU to two or three digits, up to 1% rounding, and a run's step time varies by about 1%). A prior choice, not
+# fitted; without it a stack whose few rows the terms fit closely drives its scale toward 0, and the posterior
+# sharpens until NUTS cannot cross it (held-out refits at R-hat 1.9)
+FLOOR = 0.02
 ROW_SEED = 1  # a row's draws of a new family or stack: fixed, so its prediction is a function of the fit
 
 
@@ -222,6 +232,7 @@ def _lognormal(lo: float, hi: float) -> tuple[float, float]:
 def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True) -> None:
     """The NumPyro model (the module docstring); hyperpriors centred on the starting priors."""
     import numpyro
+    import jax.numpy as jnp
     import numpyro.distributions as dist
 
     g0, gsd = STARTING["gemm"]
@@ -239,14 +250,19 @@ def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True) 
     m0, s0 = _lognormal(*STARTING["straggler_cv"])
     log_cv = numpyro.sample("mu_log_straggler_cv", dist.Normal(m0, s0))
     sigma = numpyro.sample("sigma_obs", dist.HalfNormal(0.2))
+    # each stack's residual scale about sigma_obs (stacks differ in how well the terms describe them: a new
+    # stack draws its own). Centred, unlike the other stack effects: a stack of a hundred rows or more pins its
+    # scale, and non-centred that pins a curved ridge of (sigma_obs, tau_sigma, z) that NUTS walks slowly
+    # (R-hat 1.8-3.4 at the held-out budget; Betancourt & Girolami 2015 on when each parameterisation suits)
+    tau_sig = numpyro.sample("tau_sigma", dist.HalfNormal(0.5))
+    log_sig = numpyro.sample("log_sigma_stack", dist.Normal(jnp.log(sigma), tau_sig).expand([n_stack]))
     fam, st = a["fam"], a["stack"]
     logit_eta = mu_g + tau_f * z_f[fam] + tau_sg * z_sg[st]
     log_tp = hyper["tp_comm"][0] + hyper["tp_comm"][1] * hyper["tp_comm"][2][st]
     log_dp = hyper["dp_comm"][0] + hyper["dp_comm"][1] * hyper["dp_comm"][2][st]
-    import jax.numpy as jnp
-
     m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv)  # rows x components: mix
-    obs = mixture(jnp.log(m), sigma * a["noise"], a["weight"], DF)
+    scale = jnp.sqrt(jnp.exp(2 * log_sig[st]) + FLOOR ** 2) * a["noise"]
+    obs = mixture(jnp.log(m), scale, a["weight"], DF)
     if "fit" in a:  # rows held out of this fit add nothing to its likelihood (mcflops.layoutfit.holdout)
         obs = obs.mask(a["fit"] > 0)
     numpyro.sample("obs", obs, obs=a["log_y"] if observe else None)
@@ -312,8 +328,24 @@ def row_draws(f: Fit, r: Row) -> np.ndarray:
     return draw_components(per, r.unknown, len(r.modes))
 
 
-def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0) -> dict[str, np.ndarray]:
-    """Draws of the efficiency parameters for a NEW run on family ``fam`` (None: a new family) and a NEW stack.
+def stack_sigma(f: Fit, stk: str | None, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Per posterior draw, the residual scale of stack ``stk`` as the likelihood reads it (with the floor): its own
+    where the fit has it, a new stack's (drawn from the population, ``rng``) else; sigma_obs for a fit without
+    per-stack scales."""
+    s = f.samples
+    if "log_sigma_stack" not in s:
+        return np.asarray(s["sigma_obs"])
+    if stk in f.data.stacks:
+        own = np.exp(s["log_sigma_stack"][:, f.data.stacks.index(stk)])
+    else:
+        own = s["sigma_obs"] * np.exp(s["tau_sigma"] * (rng or generator(ROW_SEED)).standard_normal(len(s["sigma_obs"])))
+    return np.sqrt(own * own + FLOOR * FLOOR)  # the scale the likelihood reads (the model's floor in quadrature)
+
+
+def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0,
+               stack: str | None = None) -> dict[str, np.ndarray]:
+    """Draws of the efficiency parameters for a NEW run on family ``fam`` (None: a new family) and a NEW stack, or
+    on the fitted stack ``stack`` (its effects and residual scale as fitted).
 
     The run's residual (Student-t) is carried into the GEMM efficiency, to first order
     (d log eta = (1 - eta) d logit eta), so the MFU prior's width holds what the terms do not explain: its part
@@ -324,14 +356,23 @@ def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0) -
 
     s, rng = f.samples, generator(seed)
     n = len(s["mu_gemm"])
+    known = stack in f.data.stacks
+    if stack is not None and not known:
+        raise ValueError(f"the fit has no stack {stack!r} (it has {', '.join(f.data.stacks)})")
+    k = f.data.stacks.index(stack) if known else None
+    # a new family's and stack's effects are drawn in the order they always were (family, gemm, the residual, tp,
+    # dp; the stack's scale from a stream of its own), so that a fit without per-stack scales exports as before
     fz = s["z_family"][:, f.data.families.index(fam)] if fam in f.data.families else rng.standard_normal(n)
-    logit = s["mu_gemm"] + s["tau_family"] * fz + s["tau_stack_gemm"] * rng.standard_normal(n)
+    zg = s["z_stack_gemm"][:, k] if known else rng.standard_normal(n)
+    logit = s["mu_gemm"] + s["tau_family"] * fz + s["tau_stack_gemm"] * zg
     eta = 1 / (1 + np.exp(-logit))
-    shared = s["sigma_obs"] if row_sigma == 0 else shared_scale(s["sigma_obs"], row_sigma)
+    sig = stack_sigma(f, stack, generator(seed + 1))
+    shared = sig if row_sigma == 0 else shared_scale(sig, row_sigma)
     logit = logit + shared * rng.standard_t(DF, n) / (1 - eta)
+    z = {p: s[f"z_stack_{p}"][:, k] if known else rng.standard_normal(n) for p in ("tp_comm", "dp_comm")}
     return {"gemm": 1 / (1 + np.exp(-logit)),
-            "tp_comm": np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * rng.standard_normal(n)),
-            "dp_comm": np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * rng.standard_normal(n)),
+            "tp_comm": np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * z["tp_comm"]),
+            "dp_comm": np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * z["dp_comm"]),
             "straggler_cv": np.exp(s["mu_log_straggler_cv"])}
 
 

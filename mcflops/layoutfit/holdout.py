@@ -8,18 +8,22 @@ Each kind of split is a partition of the rows into groups (:func:`partition`: di
 - ``generation``: the accelerator generation (Hopper with its FP8 rows, A100); each held out in turn, so its
   family's GEMM efficiency is drawn as a new family's;
 - ``scale``: rows on more than :data:`SCALE_CUT` accelerators against the rest; only the largest are held
-  out (the fit sees 8 to 1,024 accelerators and extrapolates up).
+  out (the fit sees 8 to 1,024 accelerators and extrapolates up);
+- ``series``: the stack stated. Within each stack that has two series or more (a series: one table of one
+  source), its series sorted by name go alternately to halves A and B, each half held out in turn: every held-out
+  series is predicted by a fit that never saw it but saw its stack's other series, as a file that states a fitted
+  ``stack:`` is (its stack's effects and residual scale). A stack with one series stays in both fits.
 
 A fold's fit is :func:`mcflops.layoutfit.fit.fit` with the held-out rows' likelihood masked out: the arrays keep
 every row (and so every family and stack), the posterior is the one the training rows give, and the effect
 of a stack or family that only held-out rows have is drawn from its prior, exactly as a new one's is. The
 refit is the shipped fit's NUTS at a smaller budget (:func:`settings_for`): half the chains, half the draws
-(at least 150 warm-up and 150 kept), tree depth 7; its R-hat, ESS and divergences are reported beside each
+(at least 150 warm-up and 150 kept), its tree depth; its R-hat, ESS and divergences are reported beside each
 split's scores, so a refit that did not converge says so.
 
 A held-out row's prediction is the posterior predictive of its measured MFU (true model FLOPs): the model MFU
 of each posterior draw (:func:`mcflops.layoutfit.fit.row_draws`: its unknown settings mixed) times the row's
-residual, Student-t(DF) of scale sigma_obs x the row's noise, :data:`NOISE_REPS` residuals per draw. Scores
+residual, Student-t(DF) of scale its stack's sigma x the row's noise, :data:`NOISE_REPS` residuals per draw. Scores
 (:func:`scores`): 90% coverage (p5 <= y <= p95), median |log(p50 / y)|, median p95/p5.
 
 The baseline (:func:`baseline`) is a constant MFU per accelerator (catalogue id and precision), fitted on the
@@ -42,9 +46,10 @@ from mcflops.hostrng import generator
 from mcflops.layoutfit import fit as lf
 
 SCALE_CUT = 1024  # accelerators: the rows above it are the held-out largest scales
-KINDS = ("paper", "generation", "scale")
-LABELS = {"paper": "paper out", "generation": "generation out", "scale": f"more than {SCALE_CUT:,} accelerators"}
-HELD_GROUPS = {"scale": (f"> {SCALE_CUT}",)}  # kinds that hold out only some groups (the others: every group)
+KINDS = ("paper", "generation", "scale", "series")
+LABELS = {"paper": "paper out", "generation": "generation out", "scale": f"more than {SCALE_CUT:,} accelerators",
+          "series": "series out, stack kept"}
+HELD_GROUPS = {"scale": (f"> {SCALE_CUT}",), "series": ("A", "B")}  # kinds that hold out only some groups
 PAPERS = {"megascale": "megascale", "megatron-on-megascale": "megascale"}  # MegaScale's two columns, one paper
 # MLPerf Training's rounds (a stack each: mlperf-v3.0-gpt3, ...) are one code base's lineage (NVIDIA's NeMo-based
 # implementation), held out together so that no round is predicted from its siblings
@@ -67,9 +72,10 @@ class Settings:
 
 def settings_for(chains: int, draws: int) -> Settings:
     """The validation refit's budget from the shipped fit's: half the chains, half the draws (>= 150: the trend
-    refit's), tree depth 7 (the shipped fit's 10 costs up to 8x the leapfrog steps per draw)."""
+    refit's), the shipped fit's tree depth (10: each stack's own residual scale sharpens the posterior, and at
+    depth 7 the refits ended at R-hat 1.4-1.9)."""
     n = max(150, draws // 2)
-    return Settings(max(1, chains // 2), n, n, 7)
+    return Settings(max(1, chains // 2), n, n, 10)
 
 
 def group_of(kind: str, r: lf.Row) -> str:
@@ -83,11 +89,20 @@ def group_of(kind: str, r: lf.Row) -> str:
     raise ValueError(f"unknown split kind {kind!r}: expected one of {', '.join(KINDS)}")
 
 
+def _halves(rs: Sequence[lf.Row]) -> dict[str, str]:
+    """``series`` split: each series' half (A, B; "kept" for a stack's only series)."""
+    by: dict[str, set[str]] = {}
+    for r in rs:
+        by.setdefault(r.stack, set()).add(r.series)
+    return {s: ("AB"[i % 2] if len(ss) > 1 else "kept") for ss in by.values() for i, s in enumerate(sorted(ss))}
+
+
 def partition(rs: Sequence[lf.Row], kind: str) -> dict[str, tuple[str, ...]]:
     """Row ids by group (sorted by group name), every row in exactly one group."""
     out: dict[str, list[str]] = {}
+    half = _halves(rs) if kind == "series" else {}
     for r in rs:
-        out.setdefault(group_of(kind, r), []).append(r.id)
+        out.setdefault(half[r.series] if kind == "series" else group_of(kind, r), []).append(r.id)
     return {g: tuple(out[g]) for g in sorted(out)}
 
 
@@ -117,7 +132,7 @@ def predict(f: lf.Fit, r: lf.Row, seed: int = 0) -> tuple[float, float, float]:
     """(p5, p50, p95) of row ``r``'s measured MFU under fit ``f``'s posterior predictive."""
     m = lf.row_draws(f, r)
     eps = generator(seed).standard_t(lf.DF, (NOISE_REPS, m.size))
-    log_y = np.log(m)[None, :] + f.samples["sigma_obs"][None, :] * r.noise * eps
+    log_y = np.log(m)[None, :] + lf.stack_sigma(f, r.stack)[None, :] * r.noise * eps
     q = np.exp(np.quantile(log_y, QUANTILES))
     return float(q[0]), float(q[1]), float(q[2])
 
@@ -185,7 +200,9 @@ def validate(rs: Sequence[lf.Row], settings: Settings, seed: int = 0, kinds: Seq
                               **score_rows(rows), "rows": rows})
     for kind in kinds:
         mine = [s for s in out["splits"] if s["kind"] == kind]
-        if mine and sum(s["held_out"] for s in mine) == len(rs):  # every row held out once: the kind's scores
+        held = sum(s["held_out"] for s in mine)
+        # every row held out once, or the series halves (each held-out row once): the kind's scores
+        if mine and (held == len(rs) or kind == "series"):
             out["pooled"].append({"kind": kind, "label": f"{LABELS[kind]}: all {len(mine)} pooled",
-                                  "held_out": len(rs), **score_rows([r for s in mine for r in s["rows"]])})
+                                  "held_out": held, **score_rows([r for s in mine for r in s["rows"]])})
     return out

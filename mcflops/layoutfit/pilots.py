@@ -23,7 +23,9 @@ weak scaling, Llama 3 405B from 8K to 16K GPUs):
 Scores (:func:`mcflops.layoutfit.holdout.scores`, over every predicted row): 90% coverage, median |log(p50 / y)|,
 median p95/p5; and the median p95/p5 at each series' production scale (its largest count). Beside them, the
 same rows under the refit's layout prior without the pilot (what the pilot buys) and the pilot's own MFU carried
-unchanged to every row (a constant: what the model adds over "it stays as the pilot measured").
+unchanged to every row (a constant: what the model adds over "it stays as the pilot measured"). Where the refit
+has the series' stack from its other series, the same refit is read again as a file that states ``stack:`` does
+(``stack_stated``: the stack's effects and residual scale as fitted, not a new stack's).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from mcflops.layoutfit import fit as lf
 from mcflops.layoutfit import holdout as lh
 from mcflops.layoutfit import validate as lv
 from mcflops.layoutfit.data import LayoutRun, load_layout_runs
+from mcflops.layout.fit import stack_entry
 from mcflops.layoutfit.mix import draw_components
 from mcflops.priors.weighting import effective_size, normalised, weighted_quantiles
 from mcflops.spec.pilots import SIGMA, log_likelihood  # a pilot's default error and likelihood, a prior file's
@@ -56,26 +59,30 @@ def series_runs(name: str, runs: Sequence[LayoutRun] | None = None) -> list[Layo
     return [mine[pilot]] + [r for i, r in enumerate(mine) if i != pilot]
 
 
-def mfu_draws(run: LayoutRun, fit_json: Mapping[str, Any], row: bool = True) -> tuple[np.ndarray, lf.Row]:
+def mfu_draws(run: LayoutRun, fit_json: Mapping[str, Any], row: bool = True,
+              stack: str | None = None) -> tuple[np.ndarray, lf.Row]:
     """The row's layout-prior MFU draws (true model FLOPs) under ``fit_json``, and its prepared row (its measured
     MFU ``y``): a recompute its source leaves out is each mode that fits, mixed 1:1 per draw (as the fit mixes it
     and the production check does); a production row takes the paper's settings the check assumes. ``row``
-    False: on the shared draws, without the run's own residual (what a pilot's likelihood reads)."""
+    False: on the shared draws, without the run's own residual (what a pilot's likelihood reads). ``stack``: the
+    fitted stack's priors in ``fit_json`` (a file that states it)."""
     arch, lay = lv.PRODUCTION.get(run.series, ({}, {}))
     r = lf.prepare(run, arch, lay)
-    per = [np.asarray(lv.layout_prior(run, fit_json, arch, {**lay, "recompute": mode}).factor_draws(row=row)["mfu"],
-                      float) for mode in r.modes]
+    per = [np.asarray(lv.layout_prior(run, fit_json, arch, {**lay, "recompute": mode}, stack).factor_draws(row=row)
+                      ["mfu"], float) for mode in r.modes]
     return draw_components(per, (), len(r.modes)), r
 
 
-def transfer(runs: Sequence[LayoutRun], fit_json: Mapping[str, Any], sigma: float = SIGMA) -> dict[str, Any]:
+def transfer(runs: Sequence[LayoutRun], fit_json: Mapping[str, Any], sigma: float = SIGMA,
+             stack: str | None = None) -> dict[str, Any]:
     """Condition on ``runs[0]`` (the pilot), predict the others: per row its measured MFU, the pilot-conditioned
     (p5, p50, p95), the unconditioned layout prior's and the pilot's constant; the weights' effective size. The
     weights are a prior file's (:func:`mcflops.spec.pilots.log_likelihood`: the pilot's error and its run's own
-    residual, ``fit_json``'s ``row_residual``); each predicted row carries its own residual draw."""
-    row_sigma = lv.row_sigma(fit_json)
-    draws = [mfu_draws(r, fit_json) for r in runs[1:]]
-    m0, pilot = mfu_draws(runs[0], fit_json, row=False)
+    residual, ``fit_json``'s ``row_residual``, or with ``stack`` that stack's); each predicted row carries its own
+    residual draw."""
+    row_sigma = float(stack_entry(fit_json, stack)["residual"]) if stack else lv.row_sigma(fit_json)
+    draws = [mfu_draws(r, fit_json, stack=stack) for r in runs[1:]]
+    m0, pilot = mfu_draws(runs[0], fit_json, row=False, stack=stack)
     w = normalised(log_likelihood(pilot.y, m0, sigma, row_sigma))
     probs = list(lh.QUANTILES)
     rows = []
@@ -133,6 +140,14 @@ def validate(seed: int, settings: lh.Settings, series: Sequence[str] = SERIES,
         fj = refit(held)
         res = transfer(runs, fj)
         fit = fj.get("fit", {})
+        # the same refit read as a file that states the series' stack does, where the refit has the stack's
+        # other series (its effects and residual scale as they fitted)
+        stk = lf.stack(runs[0])
+        stated = None
+        if stk in fj.get("stack", {}):
+            st = transfer(runs, fj, stack=stk)
+            stated = {"stack": stk, **st, **series_scores(st["rows"]),
+                      "production_p95_over_p5": _production_width(st["rows"])}
         out["series"].append({"series": name, "held_out": len(held), "fit_rows": len(bench) - len(held),
                               # a prior file's pilot keeps the file's architecture: a series whose model changes
                               # with the count (Megatron-Core's weak scaling) asks more of it than a pilot can state
@@ -140,16 +155,22 @@ def validate(seed: int, settings: lh.Settings, series: Sequence[str] = SERIES,
                               "r_hat_max": fit.get("r_hat_max"), "ess_min": fit.get("ess_min"),
                               "divergences": fit.get("divergences"), "seconds": time.perf_counter() - t,
                               **res, **series_scores(res["rows"]),
-                              "production_p95_over_p5": lh.scores(*zip(*[(r["y"], r["p5"], r["p50"], r["p95"])
-                                                                         for r in production_rows(res["rows"])]))
-                              ["median_p95_over_p5"]})
+                              "production_p95_over_p5": _production_width(res["rows"]), "stack_stated": stated})
     out["pooled"] = pool(out["series"])
     out["met"] = met(out["pooled"])
     one = [s for s in out["series"] if s["one_model"]]
     if one:  # what a prior file's pilot: block can state (one model at every count), scored on its own too
         out["pooled_one_model"] = pool(one)
         out["met_one_model"] = met(out["pooled_one_model"])
+    stated = [{"series": s["series"], **s["stack_stated"]} for s in out["series"] if s["stack_stated"] and s["one_model"]]
+    if stated:  # the one-model series again, the file stating the stack the refit has other series of
+        out["pooled_stack_stated"] = pool(stated)
+        out["met_stack_stated"] = met(out["pooled_stack_stated"])
     return out
+
+
+def _production_width(rows: Sequence[Mapping[str, Any]]) -> float:
+    return lh.scores(*zip(*[(r["y"], r["p5"], r["p50"], r["p95"]) for r in production_rows(rows)]))["median_p95_over_p5"]
 
 
 def pool(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -45,7 +45,8 @@ def calibrate_layout(*, seed: int, chains: int, draws: int, trends: bool = True,
     say("predicting the held-out production rows")
     prod = lv.production(fit_json)
     data: dict[str, Any] = {"fit": fit_json["fit"], "posterior": f.summary,
-                            "priors": {"default": fit_json["default"], "accelerator": fit_json["accelerator"]},
+                            "priors": {"default": fit_json["default"], "accelerator": fit_json["accelerator"],
+                                       "stack": fit_json.get("stack", {})},
                             "production": prod, "production_targets": lv.table(prod)}
     if trends:
         say("refitting without the trend series")

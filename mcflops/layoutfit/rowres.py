@@ -12,9 +12,10 @@ fit's TRAINING rows (a held-out row's likelihood is masked out of the fit, so it
 held-out validation refits without each series and cannot leak).
 
 Per posterior draw s, each training row's residual is its measured log MFU less the model's, standardised by the
-row's noise (imputed rows are noisier by design, :data:`mcflops.layoutfit.fit.IMPUTED_NOISE`):
+row's noise (imputed rows are noisier by design, :data:`mcflops.layoutfit.fit.IMPUTED_NOISE`) and by its stack's
+scale relative to sigma_obs (a_ks = sigma_k,s / sigma_obs,s, 1 in a fit without per-stack scales):
 
-    e_is = (log y_i - sum_c r_ics log m_ics) / noise_i,   r_ics proportional to w_ic t_DF((log y_i - log m_ics) / (sigma_s noise_i))
+    e_is = (log y_i - sum_c r_ics log m_ics) / (noise_i a_ks),   r_ics proportional to w_ic t_DF((log y_i - log m_ics) / (sigma_s a_ks noise_i))
 
 with c over the row's mixture of unknown settings (:mod:`mix`) and r its responsibilities under draw s (the
 posterior probability of each setting given the row, as the fit's mixture likelihood implies). Then one-way
@@ -27,7 +28,7 @@ data): with N rows in J units of n_j,
 and the row share f_s = MS_w / (MS_w + s_b^2). A ratio, so it does not depend on whether the spread is read as a
 Student-t scale or a standard deviation: sigma_row = sigma_obs sqrt(f) and sigma_shared = sigma_obs sqrt(1 - f),
 sigma_row^2 + sigma_shared^2 = sigma_obs^2, so a plain layout prior's width is kept. The shipped figure is the
-posterior median of sigma_obs,s sqrt(f_s). A unit of one row adds nothing within and its residual to the between
+posterior median of sigma_obs,s sqrt(f_s); a fitted stack's, of sigma_obs,s a_ks sqrt(f_s). A unit of one row adds nothing within and its residual to the between
 part; the within degrees of freedom come from the units with two rows or more (llm-foundry's GPU counts and
 micro-batches, vTrain's layouts, MegaScale's and Megatron-Core's scaling).
 
@@ -89,6 +90,18 @@ def log_model(f, draws: np.ndarray) -> np.ndarray:
     return -np.log(step) - np.log1p(cv * b["S"])
 
 
+def _stack_factor(f, draws: np.ndarray) -> np.ndarray:
+    """sqrt(sigma_k^2 + FLOOR^2) / sigma_obs (the scale the likelihood reads over sigma_obs) of each row's stack at the posterior draws ``draws`` (draws x rows; ones for a fit
+    with one residual scale)."""
+    from mcflops.layoutfit.fit import FLOOR
+
+    s, st = f.samples, np.asarray(f.data.arrays["stack"])
+    if "log_sigma_stack" not in s:
+        return np.ones((len(draws), len(st)))
+    own = np.exp(s["log_sigma_stack"][draws][:, st])
+    return np.sqrt(own * own + FLOOR * FLOOR) / s["sigma_obs"][draws, None]
+
+
 def residuals(f, df: float, draws: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each training row's standardised residual under each posterior draw (draws x training rows; the module
     docstring's e_is) and the training rows' indices. ``df``: the likelihood's Student-t degrees of freedom."""
@@ -103,11 +116,12 @@ def residuals(f, df: float, draws: np.ndarray | None = None) -> tuple[np.ndarray
     for i in range(0, len(draws), CHUNK):
         d = draws[i:i + CHUNK]
         lm = log_model(f, d)
-        scale = f.samples["sigma_obs"][d][:, None, None] * noise[None, :, None]
+        stk = _stack_factor(f, d)  # draws x rows: each row's stack's scale over sigma_obs (1 without them)
+        scale = f.samples["sigma_obs"][d][:, None, None] * stk[..., None] * noise[None, :, None]
         lp = log_w + student_t.logpdf((log_y[None, :, None] - lm) / scale, df)
         resp = np.exp(lp - logsumexp(lp, axis=-1, keepdims=True))
         fitted = (resp * np.where(w[None] > 0, lm, 0.0)).sum(axis=-1)
-        out.append((log_y[None] - fitted) / noise[None])
+        out.append((log_y[None] - fitted) / (noise[None] * stk))
     return np.concatenate(out)[:, keep], keep
 
 
@@ -124,9 +138,14 @@ def split(f, df: float, units: Sequence[str] | None = None) -> dict[str, Any]:
     sig = np.asarray(f.samples["sigma_obs"], float)
     row = sig * np.sqrt(res["share"])
     q = lambda x: {k: float(v) for k, v in zip(("p5", "p50", "p95"), np.quantile(x, (0.05, 0.5, 0.95)))}  # noqa: E731
+    from mcflops.layoutfit.fit import stack_sigma
+
+    # a fitted stack's own residual scale, split by the same share (the share is measured in units of each row's
+    # stack scale, so it is one figure for all stacks)
+    stacks = {k: float(np.median(stack_sigma(f, k) * np.sqrt(res["share"]))) for k in f.data.stacks}
     return {"sigma_row": float(np.median(row)), "sigma_row_q": q(row), "share": q(res["share"]),
             "sigma_obs": float(np.median(sig)), "rows": int(res["rows"]), "units": int(res["groups"]),
-            "df_within": int(res["df_within"])}
+            "df_within": int(res["df_within"]), "stacks": stacks}
 
 
 def shared_scale(sigma_obs: np.ndarray, sigma_row: float) -> np.ndarray:

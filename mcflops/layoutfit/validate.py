@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mcflops.layout import OVERLAP_FLAGS, PARAMS
-from mcflops.layout.fit import accelerator_priors
+from mcflops.layout.fit import accelerator_priors, stack_entry
 from mcflops.layoutfit import fit as lf
 from mcflops.layoutfit.data import LayoutRun, benchmark_rows, production_rows
 from mcflops.layoutfit.mix import draw_components, unknown_flags
@@ -34,7 +34,9 @@ STATUS = ("fitted by `mcflops calibrate --layout --write` to the benchmark rows 
           "held out). The priors are independent marginals: each is the posterior predictive marginal for a new run "
           "with a new software stack; the fit's correlations (e.g. high GEMM efficiency with more exposed communication) are dropped, so the shipped "
           "MFU prior is somewhat wider than the joint predictive where parameters trade off, never narrower where they "
-          "add. ep_comm keeps its starting prior (no mixture-of-experts rows).")
+          "add. ep_comm keeps its starting prior (no mixture-of-experts rows). stack: each fitted stack's own "
+          "posterior predictive marginals and row residual (its effects and residual scale as fitted), which a file "
+          "that states the stack reads.")
 # Production rows: what the paper says beyond the row (the flagship prior file's assumptions for Llama 3, whose
 # FSDP variant keeps the weights after the forward: ZeRO-2 in memory terms, and overlaps its reduce-scatter and
 # all-gather with compute as FSDP does by design; vpp not published, 4 assumed) and
@@ -63,21 +65,40 @@ def export(f: lf.Fit, command: str, seed: int = 0) -> dict[str, Any]:
                 f"(Megatron-LM 2021/Megatron-Core 2024 README tables, MegaScale Tables 1-2, llm-foundry, torchtitan, "
                 f"vTrain); posterior predictive for a new run {what} with a new software stack")
 
-    default = lf.marginals(lf.predictive(f, None, seed, row), src("on an accelerator family not in the rows"))
-    default["ep_comm"] = {"lognormal": list(lf.STARTING_EP), "source": EP_SOURCE}
-    accel: dict[str, Any] = {}
-    for fam, ids in lf.FAMILIES.items():
-        if fam in f.data.families:
-            g = lf.marginals(lf.predictive(f, fam, seed, row), src(f"on {fam} ({', '.join(ids)})"))["gemm"]
-            accel.update({i: {"gemm": g} for i in ids})
-        # the FP8 rows are a family of their own (lf.family): GEMM efficiency against the FP8 peak, which a file
-        # in fp8 on these accelerators reads (mcflops.layout.fit.accelerator_priors), not the BF16 one
-        if f"{fam}-fp8" in f.data.families:
-            g = lf.marginals(lf.predictive(f, f"{fam}-fp8", seed, row),
-                             src(f"in FP8 on {fam} ({', '.join(ids)}), against the FP8 peak"))["gemm"]
-            accel.update({f"{i}/fp8": {"gemm": g} for i in ids})
+    def priors(stack: str | None, row: float, src) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(default, accelerator) entries for a new stack (``stack`` None) or a fitted one."""
+        default = lf.marginals(lf.predictive(f, None, seed, row, stack), src("on an accelerator family not in the rows"))
+        default["ep_comm"] = {"lognormal": list(lf.STARTING_EP), "source": EP_SOURCE}
+        accel: dict[str, Any] = {}
+        for fam, ids in lf.FAMILIES.items():
+            if fam in f.data.families:
+                g = lf.marginals(lf.predictive(f, fam, seed, row, stack), src(f"on {fam} ({', '.join(ids)})"))["gemm"]
+                accel.update({i: {"gemm": g} for i in ids})
+            # the FP8 rows are a family of their own (lf.family): GEMM efficiency against the FP8 peak, which a file
+            # in fp8 on these accelerators reads (mcflops.layout.fit.accelerator_priors), not the BF16 one
+            if f"{fam}-fp8" in f.data.families:
+                g = lf.marginals(lf.predictive(f, f"{fam}-fp8", seed, row, stack),
+                                 src(f"in FP8 on {fam} ({', '.join(ids)}), against the FP8 peak"))["gemm"]
+                accel.update({f"{i}/fp8": {"gemm": g} for i in ids})
+        return {p: default[p] for p in PARAMS}, accel
+
+    default, accel = priors(None, row, src)
+    stacks: dict[str, Any] = {}
+    counts = np.bincount(np.asarray(f.data.arrays["stack"])[_training(f)], minlength=len(f.data.stacks))
+    for k, name in enumerate(f.data.stacks):
+        if "log_sigma_stack" not in f.samples or not counts[k]:
+            continue
+        own = split["stacks"][name]
+
+        def ssrc(what: str, name=name, n_k=int(counts[k])) -> str:
+            return (f"layout calibration ({today}; {command}): NumPyro fit to {n} benchmark rows of layout_runs.yaml; "
+                    f"posterior predictive for a new run {what} on the stack {name} ({n_k} of the rows: its effects "
+                    "and residual scale as fitted)")
+
+        d, a = priors(name, own, ssrc)
+        stacks[name] = {"rows": int(counts[k]), "residual": round(own, 4), "default": d, "accelerator": a}
     s = f.samples["sigma_obs"]
-    return {"schema": SCHEMA, "status": STATUS, "default": {p: default[p] for p in PARAMS}, "accelerator": accel,
+    return {"schema": SCHEMA, "status": STATUS, "default": default, "accelerator": accel, "stack": stacks,
             "row_residual": {"sigma": round(row, 4), "df": lf.DF,
                              "source": f"layout calibration ({today}; {command}): {rowres.describe(split)}"},
             "fit": {"rows": n, "families": list(f.data.families), "stacks": list(f.data.stacks),
@@ -87,6 +108,12 @@ def export(f: lf.Fit, command: str, seed: int = 0) -> dict[str, Any]:
                     "chains": f.chains, "draws": f.draws, "seed": seed, "seconds": round(f.seconds, 1),
                     "date": today, "command": command,
                     "families_without_rows": [k for k in lf.FAMILIES if k not in f.data.families]}}
+
+
+def _training(f: lf.Fit) -> np.ndarray:
+    """The fit's training rows (a held-out row's likelihood is masked out), as a boolean mask."""
+    a = f.data.arrays
+    return np.asarray(a.get("fit", np.ones(len(a["log_y"])))) > 0
 
 
 def efficiency_for(fit_json: Mapping[str, Any], accelerator: str, precision: str | None = None) -> dict[str, Any]:
@@ -101,8 +128,11 @@ def row_sigma(fit_json: Mapping[str, Any]) -> float:
     return float(fit_json.get("row_residual", {}).get("sigma", 0.0))
 
 
-def layout_prior(run: LayoutRun, fit_json: Mapping[str, Any], arch: Mapping | None = None, layout: Mapping | None = None):
-    """The run's LayoutPrior through the prior-file grammar (true model FLOPs: flops: architecture)."""
+def layout_prior(run: LayoutRun, fit_json: Mapping[str, Any], arch: Mapping | None = None, layout: Mapping | None = None,
+                 stack: str | None = None):
+    """The run's LayoutPrior through the prior-file grammar (true model FLOPs: flops: architecture); with ``stack``,
+    that fitted stack's priors and residual in ``fit_json`` (as a file stating ``stack:`` reads the shipped fit's)."""
+    part = stack_entry(fit_json, stack)
     from mcflops.spec import load_spec
 
     shape, _ = lf.shape_of(run, arch)
@@ -117,8 +147,8 @@ def layout_prior(run: LayoutRun, fit_json: Mapping[str, Any], arch: Mapping | No
            "architecture": {k: getattr(shape, k) for k in ARCH_KEYS if getattr(shape, k) is not None}
            | {"ffn": shape.ff, "source": "layout_runs.yaml"},
            "priors": {"tokens": {"point": 1e12, "source": "placeholder"},
-                      "mfu": {"layout": lay, "efficiency": efficiency_for(fit_json, run.accelerator, run.precision),
-                              "residual": row_sigma(fit_json),
+                      "mfu": {"layout": lay, "efficiency": efficiency_for(part, run.accelerator, run.precision),
+                              "residual": float(part["residual"]),
                               "source": run.source}}}
     return load_spec(doc, path=f"layout_runs.yaml:{run.id}").count_dependent["mfu"]
 

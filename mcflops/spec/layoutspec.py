@@ -9,7 +9,8 @@ Zhao et al. 2023, Sec. 3.3). ``recompute``, ``micro_batch`` and, under ``schedul
 unstated (or written ``unknown``) are mixed the same way over the settings that run and fit in memory
 (:mod:`mcflops.layout.unstated`); the resolved file writes them ``unknown``. ``efficiency:`` may override any of
 the efficiency priors (:data:`mcflops.layout.PARAMS`), which default to the shipped fit
-(``mcflops/data/layout_fit.json``). The model needs the architecture's shape (its MLP width) and the
+(``mcflops/data/layout_fit.json``): a new software stack's, or with ``stack:`` one the fit has rows of (its fitted
+efficiencies and its own residual scale: sharper where the stack is known, as wide as its rows say it is). The model needs the architecture's shape (its MLP width) and the
 accelerator's peak, memory and bandwidths (the catalogue's, or ``nvlink_gb_s``/``nvlink_domain``/
 ``network_gb_s`` in the layout). A layout that cannot hold the model in the accelerator's memory, in any
 setting of what it leaves unstated, is refused.
@@ -27,7 +28,7 @@ from mcflops import hardware as catalogue
 from mcflops.errors import kind
 from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
     load_fit, overlap_defaults, problem
-from mcflops.layout.fit import accelerator_priors
+from mcflops.layout.fit import accelerator_priors, stack_entry, stack_names
 from mcflops.layout.moe import MOE_FLAGS, MOE_KEYS, MOE_PARAMS, PRIORS as MOE_PRIORS, ROUTERS
 from mcflops.layout.prior import shipped_row_sigma
 from mcflops.layout.unstated import MIXABLE, candidates, combinations, leanest
@@ -49,8 +50,8 @@ _FIT_PATH = str(Path(__file__).resolve().parents[1] / "data" / "layout_fit.json"
 
 def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: Mapping, arch) -> LayoutPrior:
     """Parse the recipe into a :class:`LayoutPrior` at the file's count (checks the memory there)."""
-    here.keys(node, ("layout", "efficiency", "residual", "source"), where=" beside layout:",
-              listing="expected layout:, efficiency:, residual: and source:", per_key=False)
+    here.keys(node, ("layout", "stack", "efficiency", "residual", "source"), where=" beside layout:",
+              listing="expected layout:, stack:, efficiency:, residual: and source:", per_key=False)
     err = here.error
     lay = here.mapping(node, "layout", expected="layout: {tp, pp, dp, cp, ep, vpp, micro_batch, global_batch, "
                        "recompute, schedule, zero}", got=False)
@@ -140,7 +141,8 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
             if v is None:
                 raise err(f"layout: the catalogue has no {k} for {acc.id}; give layout.{k}", lay, None)
             layout = dataclasses.replace(layout, **{k: v})
-    eff = _efficiency(node, here, acc.id, moe, hardware.precision)
+    stack = _stack(node, here)
+    eff = _efficiency(node, here, acc.id, moe, hardware.precision, stack)
     try:
         peak = acc.peak(hardware.precision)
     except catalogue.HardwareError as x:
@@ -149,7 +151,8 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     n_med = median(priors["params"]) if priors.get("params") is not None else None
     counting = conv.per_token(arch, n_med) / counts.training_flops_per_token
     prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id, unknown,
-                        row_sigma=_residual(node, here), caveats=_caveats(node, acc.id, hardware.precision))
+                        row_sigma=_residual(node, here, stack), caveats=_caveats(node, acc.id, hardware.precision, stack),
+                        stack=stack)
     if mixed:
         mem_of = prior.memory_of()
         combos, tight = combinations(layout, shape, n, mixed, mem_of)
@@ -172,23 +175,36 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     return prior
 
 
-def _caveats(node: Mapping, acc_id: str, precision: str | None) -> tuple[str, ...]:
+def _stack(node: Mapping, here: Fields) -> str | None:
+    """``stack:``, a software stack the shipped fit has rows of (None where the file states none)."""
+    if "stack" not in node:
+        return None
+    names = stack_names(load_fit())
+    x = node["stack"]
+    if not isinstance(x, str) or x not in names:
+        raise here.error(f"expected stack: one of the fitted stacks ({', '.join(names) or 'none shipped'}), got {x!r}; "
+                         "leave it out for a stack the fit has no rows of", node, "stack", f"{here.field}.stack")
+    return x
+
+
+def _caveats(node: Mapping, acc_id: str, precision: str | None, stack: str | None = None) -> tuple[str, ...]:
     """What the shipped priors cannot say for this file: an FP8 run on an accelerator whose FP8 GEMM efficiency the
     fit does not export reads the BF16 family's against the FP8 peak (benchmarks/RESULTS.md, "MLPerf Training
     GPT-3 rows": the fit's FP8 rows are two stacks, far below tuned FP8 runs, so it is not exported yet)."""
     gemm_given = isinstance(node.get("efficiency"), Mapping) and "gemm" in node["efficiency"]
-    if precision == "fp8" and not gemm_given and f"{acc_id}/fp8" not in load_fit().get("accelerator", {}):
+    if precision == "fp8" and not gemm_given and f"{acc_id}/fp8" not in stack_entry(load_fit(), stack)["accelerator"]:
         return (f"layout: GEMM efficiency on {acc_id} in fp8 is the shipped BF16 prior taken against the FP8 peak: "
                 "the fit exports no FP8 GEMM efficiency yet (its FP8 rows are too few stacks); state "
                 "efficiency.gemm for an FP8 run to set it",)
     return ()
 
 
-def _residual(node: Mapping, here: Fields) -> float:
+def _residual(node: Mapping, here: Fields, stack: str | None = None) -> float:
     """``residual:``, the run's own residual (a Student-t scale on log MFU, >= 0; LayoutPrior.row_sigma): the
-    shipped fit's ``row_residual`` unless the file gives one (0: none, every run's residual shared)."""
+    shipped fit's ``row_residual`` (the stated stack's own) unless the file gives one (0: none, every run's residual
+    shared)."""
     if "residual" not in node:
-        return shipped_row_sigma()
+        return float(stack_entry(load_fit(), stack)["residual"]) if stack else shipped_row_sigma()
     x = node["residual"]
     v = None if isinstance(x, bool) else parse_number(x)
     if v is None or not math.isfinite(v) or v < 0:
@@ -197,8 +213,9 @@ def _residual(node: Mapping, here: Fields) -> float:
     return float(v)
 
 
-def _efficiency(node: Mapping, here: Fields, acc_id: str, moe: bool = False, precision: str | None = None) -> dict:
-    fit = load_fit()
+def _efficiency(node: Mapping, here: Fields, acc_id: str, moe: bool = False, precision: str | None = None,
+                stack: str | None = None) -> dict:
+    fit = stack_entry(load_fit(), stack)
     # the MoE priors: the fit's where it has them, else the module's first-principles ones (mcflops.layout.moe)
     defaults = {**(MOE_PRIORS if moe else {}), **fit["default"], **accelerator_priors(fit, acc_id, precision)}
     names = (*PARAMS, *(MOE_PARAMS if moe else ()))

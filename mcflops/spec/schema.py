@@ -163,7 +163,8 @@ def _recipes() -> dict[str, Any]:
 
 def _layout() -> dict[str, Any]:
     """``mfu: {layout: {...}, efficiency: {...}, source: ...}`` (mcflops.spec.layoutspec)."""
-    from mcflops.layout import OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES
+    from mcflops.layout import OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, load_fit
+    from mcflops.layout.fit import stack_names
     from mcflops.spec.layoutspec import FLOAT_KEYS, INT_KEYS
 
     props: dict[str, Any] = {k: _num(0 if k == "zero" else 1, integer=True) for k in INT_KEYS}
@@ -184,7 +185,9 @@ def _layout() -> dict[str, Any]:
                    for p in PARAMS})
     residual = {**_num(0), "description": "the run's own log-MFU residual, a Student-t(4) scale (default: the "
                 "shipped fit's row_residual; 0: none); a pilot does not learn it (mcflops.layoutfit.rowres)"}
-    out = _object({"layout": _object(props, ("global_batch",)), "efficiency": eff, "residual": residual,
+    stack = {"enum": list(stack_names(load_fit())), "description": "a software stack the shipped fit has rows of: its "
+             "fitted efficiencies and residual scale (default: a new stack's)"}
+    out = _object({"layout": _object(props, ("global_batch",)), "stack": stack, "efficiency": eff, "residual": residual,
                    "source": _TEXT}, ("layout",))
     out["description"] = "MFU from the parallel layout: a step-time model over efficiency priors (mcflops.layout)"
     return out

@@ -71,20 +71,20 @@ def test_rows_convert_each_convention():
 
 def _synthetic(seed=0):
     """Rows with the terms of real A100 rows (vTrain and MegaScale: varied TP, DP and bubbles), two stacks, MFU
-    simulated through mcflops.layout.mfu from known parameters, Student-t(4) noise. Every row's overlap flags and
+    simulated through mcflops.layout.mfu from known parameters, Student-t(4) noise of a scale of each stack's own. Every row's overlap flags and
     recompute are known (its terms as stated, one component): the mixture over unknown ones is checked against
     scipy in test_layoutmix; 40 rows in two short chains do not also recover which setting each row ran."""
     rng = np.random.default_rng(seed)
     real = [r for r in lf.rows(benchmark_rows()) if r.series.startswith(("vtrain", "megascale"))][::3][:40]
     truth = {"gemm": {"s0": 0.55, "s1": 0.70}, "tp_comm": {"s0": 0.5, "s1": 0.2}, "dp_comm": 0.1,
-             "straggler_cv": 0.004, "sigma": 0.05}
+             "straggler_cv": 0.004, "sigma": {"s0": 0.03, "s1": 0.12}}
     rows = []
     for i, r in enumerate(real):
         st = "s0" if i % 2 else "s1"
         d = {"gemm": np.array([truth["gemm"][st]]), "tp_comm": np.array([truth["tp_comm"][st]]),
              "dp_comm": np.array([truth["dp_comm"]]), "ep_comm": np.array([1.0]),
              "straggler_cv": np.array([truth["straggler_cv"]])}
-        y = float(mfu(r.terms, d)[0]) * math.exp(truth["sigma"] * rng.standard_t(4))
+        y = float(mfu(r.terms, d)[0]) * math.exp(truth["sigma"][st] * rng.standard_t(4))
         rows.append(dataclasses.replace(r, stack=st, family="a100", y=y, noise=1.0, mix=(r.terms,), unknown=(),
                                         modes=r.modes[:1]))
     return rows, truth
@@ -105,12 +105,22 @@ def test_fit_recovers_known_parameters():
         checks[f"gemm {st}"] = (1 / (1 + np.exp(-logit)), truth["gemm"][st])
         checks[f"tp {st}"] = (np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * s["z_stack_tp_comm"][:, k[st]]),
                               truth["tp_comm"][st])
-    checks["sigma"] = (s["sigma_obs"], truth["sigma"])
+        checks[f"sigma {st}"] = (lf.stack_sigma(f, st), truth["sigma"][st])
     for name, (draws, true) in checks.items():
         lo, hi = np.quantile(draws, [0.005, 0.995])
         assert lo <= true <= hi, (name, lo, true, hi)
-    # and the fit is informative: the two stacks' GEMM efficiencies are told apart
+    # and the fit is informative: the two stacks' GEMM efficiencies and residual scales are told apart
     assert np.mean(checks["gemm s1"][0] > checks["gemm s0"][0]) > 0.95
+    assert np.mean(checks["sigma s1"][0] > checks["sigma s0"][0]) > 0.95
+    # a stated stack's predictive is its fitted effects (the same draws the rows are scored with); a new stack's
+    # is wider than either stack's, drawing the stack effects and the residual scale afresh
+    known = lf.predictive(f, "a100", 0, 0.0, "s1")
+    assert np.array_equal(known["tp_comm"], checks["tp s1"][0])
+    new = lf.predictive(f, "a100", 0, 0.0)
+    for p in ("tp_comm", "gemm"):
+        assert np.std(np.log(new[p])) > np.std(np.log(known[p])), p
+    with pytest.raises(ValueError, match="no stack 's9'"):
+        lf.predictive(f, "a100", 0, 0.0, "s9")
 
 
 def test_shipped_fit_parses_and_is_the_fit():
@@ -129,6 +139,23 @@ def test_shipped_fit_parses_and_is_the_fit():
     row = doc["row_residual"]
     assert 0 < row["sigma"] <= doc["fit"]["sigma_obs"]["p95"] and row["df"] == lf.DF
     assert "rowres" in row["source"] and "ANOVA" in row["source"] and "by unit" in row["source"]
+    # each fitted stack's own priors and residual, which a file stating it reads (mcflops.spec.layoutspec)
+    assert set(doc["stack"]) == set(doc["fit"]["stacks"])
+    from mcflops.layout.fit import stack_entry
+    from mcflops.spec import load_spec
+
+    for name, entry in doc["stack"].items():
+        assert entry["rows"] > 0 and 0 < entry["residual"] and set(entry["default"]) == set(PARAMS)
+        assert stack_entry(doc, name) is entry
+    name = "megatron-core-2024"
+    spec = load_spec({"name": "s", "hardware": {"accelerator": "h100-sxm", "count": 1024},
+                      "architecture": {"preset": "llama3.1-70b"},
+                      "priors": {"tokens": "15T", "mfu": {"layout": {"tp": 8, "pp": 4, "global_batch": 2048},
+                                                          "stack": name}}})
+    lp = spec.priors["mfu"]
+    assert lp.stack == name and lp.row_sigma == doc["stack"][name]["residual"]
+    assert lp.efficiency["tp_comm"].to_dict()["lognormal"] == doc["stack"][name]["default"]["tp_comm"]["lognormal"]
+    assert lp.to_dict()["stack"] == name
     # every prior parses through the grammar: the Llama 3 production row's layout prior at its count
     run = next(r for r in production_rows() if r.id == "llama3-405b-table4-row1")
     lp = layout_prior(run, doc, layout={"vpp": 4, "zero": 2})

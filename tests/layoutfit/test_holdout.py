@@ -38,6 +38,16 @@ def test_partitions_are_disjoint_and_cover_the_rows(rows):
     for kind in ("paper", "generation"):  # held out in turn: the folds' held-out rows are the partition
         held = [set(f.held) for f in fs if f.kind == kind]
         assert sum(map(len, held)) == len(rows) and set.union(*held) == set(ids)
+    # series out, stack kept: two halves, each held-out series' stack keeps another series in the fit
+    halves = [f for f in fs if f.kind == "series"]
+    assert [f.group for f in halves] == ["A", "B"] and not set(halves[0].held) & set(halves[1].held)
+    for f in halves:
+        gone = {by[i].series for i in f.held}
+        kept = {(by[i].stack, by[i].series) for i in ids if by[i].series not in gone}
+        for s in gone:
+            stack = next(by[i].stack for i in f.held if by[i].series == s)
+            assert any(st == stack for st, _ in kept), s
+            assert {i for i in f.held if by[i].series == s} == {i for i in ids if by[i].series == s}  # whole series
     (scale,) = [f for f in fs if f.kind == "scale"]
     assert set(scale.held) == {r.id for r in rows if r.terms.count > ho.SCALE_CUT} and 0 < len(scale.held) < len(rows)
     assert all(0 < len(f.held) < len(rows) for f in fs)
