@@ -143,7 +143,7 @@ def test_unknown_kind_is_refused(rows):
     with pytest.raises(ValueError, match="paper, generation, scale"):
         ho.group_of("organisation", rows[0])
     budget = dataclasses.asdict(ho.settings_for(4, 300))
-    assert budget == {"chains": 2, "warmup": 150, "draws": 150, "max_tree_depth": 7}
+    assert budget == {"chains": 2, "warmup": 150, "draws": 150, "max_tree_depth": 10}
 
 
 def test_the_command_line_names_a_refit_that_did_not_converge_first():

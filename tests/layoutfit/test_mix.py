@@ -19,7 +19,7 @@ from mcflops.layout import OVERLAP_FLAGS, memory, mfu
 
 PARAMS = {"mu_gemm": 0.3, "tau_family": 0.4, "tau_stack_gemm": 0.2, "mu_log_tp_comm": -0.3,
           "tau_stack_tp_comm": 0.5, "mu_log_dp_comm": 0.2, "tau_stack_dp_comm": 0.3,
-          "mu_log_straggler_cv": math.log(0.003), "sigma_obs": 0.12}
+          "mu_log_straggler_cv": math.log(0.003), "sigma_obs": 0.12, "tau_sigma": 0.6}
 
 
 def _runs():
@@ -56,6 +56,9 @@ def _params(d):
         p[k] = rng.standard_normal(len(d.families))
     for k in ("z_stack_gemm", "z_stack_tp_comm", "z_stack_dp_comm"):
         p[k] = rng.standard_normal(len(d.stacks))
+    # each stack's residual scale (centred about sigma_obs), one of them under the floor
+    p["log_sigma_stack"] = math.log(PARAMS["sigma_obs"]) + PARAMS["tau_sigma"] * rng.standard_normal(len(d.stacks))
+    p["log_sigma_stack"][0] = math.log(0.01)
     return p
 
 
@@ -82,7 +85,9 @@ def _oracle_rows(runs, rows, d, p):
             one = lf.prepare(run, layout={**dict(zip(unknown, bits)), "recompute": mode})
             assert len(one.mix) == 1
             m = float(mfu(one.terms, draws)[0])
-            lps.append(stats.t.logpdf(math.log(r.y), 4.0, loc=math.log(m), scale=float(p["sigma_obs"]) * r.noise))
+            # the stack's scale with the floor in quadrature (fit.FLOOR), times the row's noise
+            sigma = math.hypot(math.exp(p["log_sigma_stack"][d.stacks.index(r.stack)]), lf.FLOOR)
+            lps.append(stats.t.logpdf(math.log(r.y), 4.0, loc=math.log(m), scale=sigma * r.noise))
         out.append(float(special.logsumexp(lps) - math.log(len(lps))))
     return np.asarray(out)
 
@@ -147,7 +152,8 @@ def test_log_density_is_priors_plus_mixture():
         prior += stats.norm.logpdf(p[f"mu_log_{q}"], *lognormal(*lf.STARTING[q]))
         prior += stats.halfnorm.logpdf(p[f"tau_stack_{q}"], scale=0.7)
     prior += stats.norm.logpdf(p["mu_log_straggler_cv"], *lognormal(*lf.STARTING["straggler_cv"]))
-    prior += stats.halfnorm.logpdf(p["sigma_obs"], scale=0.2)
+    prior += stats.halfnorm.logpdf(p["sigma_obs"], scale=0.2) + stats.halfnorm.logpdf(p["tau_sigma"], scale=0.5)
+    prior += stats.norm.logpdf(p["log_sigma_stack"], math.log(p["sigma_obs"]), p["tau_sigma"]).sum()
     assert float(got) == pytest.approx(prior + _oracle_rows(runs, rows, d, p).sum(), rel=1e-10)
 
 

@@ -88,7 +88,8 @@ def test_a_mixed_rows_residual_is_against_the_setting_it_came_from():
     settings' plain mean would be off by the settings' spread (vTrain's 24 differ by far more)."""
     rows = [lf.prepare(r) for r in _runs()]
     d = Data.of(rows)
-    p = {**_params(d), "sigma_obs": np.asarray(1e-4)}
+    # one residual scale for every stack (a fit without per-stack scales): small, so the responsibilities are sharp
+    p = {k: v for k, v in _params(d).items() if k not in ("log_sigma_stack", "tau_sigma")} | {"sigma_obs": np.asarray(1e-4)}
     lm = _oracle(rows, d, p)
     rng = np.random.default_rng(5)
     pick = [int(rng.integers(len(x))) for x in lm]
@@ -99,6 +100,24 @@ def test_a_mixed_rows_residual_is_against_the_setting_it_came_from():
     np.testing.assert_allclose(e[0], offset, atol=3e-4)
     naive = np.array([(y - np.mean(x)) / r.noise for y, x, r in zip(log_y, lm, rows)])
     assert np.max(np.abs(naive - offset)) > 0.02  # the test can tell the two apart
+
+
+def test_residuals_are_in_units_of_each_rows_stack_scale():
+    """With per-stack scales, a row's residual is divided by its stack's scale (the floor in quadrature) over
+    sigma_obs, so the ANOVA's share is one figure for stacks of different spread."""
+    rows = [lf.prepare(r) for r in _runs()]
+    d = Data.of(rows)
+    p = _params(d)
+    f = _fake_fit(rows, p)
+    got = rowres._stack_factor(f, np.array([0]))[0]
+    own = np.exp(np.asarray(p["log_sigma_stack"])[np.asarray(d.arrays["stack"])])
+    np.testing.assert_allclose(got, np.hypot(own, lf.FLOOR) / p["sigma_obs"], rtol=1e-12)
+    flat = {k: v for k, v in p.items() if k not in ("log_sigma_stack", "tau_sigma")}
+    e1, _ = rowres.residuals(f, lf.DF)
+    e0, _ = rowres.residuals(_fake_fit(rows, {**flat, "sigma_obs": np.asarray(1e3)}), lf.DF)  # flat responsibilities
+    ef, _ = rowres.residuals(_fake_fit(rows, {**p, "log_sigma_stack": np.full(len(d.stacks), math.log(1e3))}), lf.DF)
+    np.testing.assert_allclose(ef[0] * np.hypot(1e3, lf.FLOOR) / p["sigma_obs"], e0[0], rtol=1e-6)
+    assert e1.shape == e0.shape
 
 
 def test_held_rows_are_left_out_and_the_split_keeps_the_total():
