@@ -63,7 +63,8 @@ def export(f: lf.Fit, command: str, seed: int = 0) -> dict[str, Any]:
     def src(what: str) -> str:
         return (f"layout calibration ({today}; {command}): NumPyro fit to {n} benchmark rows of layout_runs.yaml "
                 f"(Megatron-LM 2021/Megatron-Core 2024 README tables, MegaScale Tables 1-2, llm-foundry, torchtitan, "
-                f"vTrain); posterior predictive for a new run {what} with a new software stack")
+                f"vTrain, Korthikanti et al. 2022, MLPerf Training GPT-3); posterior predictive for a new run {what} "
+                "with a new software stack")
 
     def priors(stack: str | None, row: float, src) -> tuple[dict[str, Any], dict[str, Any]]:
         """(default, accelerator) entries for a new stack (``stack`` None) or a fitted one."""

@@ -189,13 +189,11 @@ def _stack(node: Mapping, here: Fields) -> str | None:
 
 def _caveats(node: Mapping, acc_id: str, precision: str | None, stack: str | None = None) -> tuple[str, ...]:
     """What the shipped priors cannot say for this file: an FP8 run on an accelerator whose FP8 GEMM efficiency the
-    fit does not export reads the BF16 family's against the FP8 peak (benchmarks/RESULTS.md, "MLPerf Training
-    GPT-3 rows": the fit's FP8 rows are two stacks, far below tuned FP8 runs, so it is not exported yet)."""
+    fit does not export (for the file's stack, or a new one) reads the BF16 family's against the FP8 peak."""
     gemm_given = isinstance(node.get("efficiency"), Mapping) and "gemm" in node["efficiency"]
     if precision == "fp8" and not gemm_given and f"{acc_id}/fp8" not in stack_entry(load_fit(), stack)["accelerator"]:
         return (f"layout: GEMM efficiency on {acc_id} in fp8 is the shipped BF16 prior taken against the FP8 peak: "
-                "the fit exports no FP8 GEMM efficiency yet (its FP8 rows are too few stacks); state "
-                "efficiency.gemm for an FP8 run to set it",)
+                "the fit exports no FP8 GEMM efficiency for it; state efficiency.gemm for an FP8 run to set it",)
     return ()
 
 
