@@ -51,7 +51,7 @@ from mcflops.arch import Shape, counts as arch_counts
 from mcflops.chain import published_per_token
 from mcflops.layout import RECOMPUTE, Layout, Terms, memory, overlap_defaults, recompute_ratio, terms
 from mcflops.layoutfit.data import LayoutRun, benchmark_rows
-from mcflops.layoutfit.mix import Data, components, draw_components, mfu_model, mixture, step_over_t0, unknown_flags
+from mcflops.layoutfit.mix import FLOOR, Data, components, draw_components, mfu_model, mixture, step_over_t0, unknown_flags
 
 FAMILIES = {"hopper": ("h100-sxm", "h100-pcie", "h800", "h200"), "a100": ("a100",),
             "tpu": ("tpu-v3", "tpu-v4", "tpu-v5p")}
@@ -63,11 +63,6 @@ STARTING = {"gemm": (0.65, 0.1), "tp_comm": (0.2, 2.0), "dp_comm": (0.2, 2.0), "
 Z95 = 1.6448536269514722
 IMPUTED_NOISE = 1.5  # the noise of a row whose layout was partly imputed, relative to a fully stated one
 DF = 4.0
-# log-MFU noise no row is below, added in quadrature to its stack's scale: what the rows can tell apart (tables print
-# MFU to two or three digits, up to 1% rounding, and a run's step time varies by about 1%). A prior choice, not
-# fitted; without it a stack whose few rows the terms fit closely drives its scale toward 0, and the posterior
-# sharpens until NUTS cannot cross it (held-out refits at R-hat 1.9)
-FLOOR = 0.02
 ROW_SEED = 1  # a row's draws of a new family or stack: fixed, so its prediction is a function of the fit
 
 
@@ -328,7 +323,7 @@ def row_draws(f: Fit, r: Row) -> np.ndarray:
     return draw_components(per, r.unknown, len(r.modes))
 
 
-def stack_sigma(f: Fit, stk: str | None, rng: np.random.Generator | None = None) -> np.ndarray:
+def stack_sigma(f: Fit, stk: str | None, rng=None) -> np.ndarray:
     """Per posterior draw, the residual scale of stack ``stk`` as the likelihood reads it (with the floor): its own
     where the fit has it, a new stack's (drawn from the population, ``rng``) else; sigma_obs for a fit without
     per-stack scales."""

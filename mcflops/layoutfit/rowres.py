@@ -45,7 +45,7 @@ import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import t as student_t
 
-from mcflops.layoutfit.mix import by_component, step_over_t0
+from mcflops.layoutfit.mix import FLOOR, by_component, step_over_t0
 
 CHUNK = 64  # posterior draws per NumPy pass (draws x rows x components arrays)
 
@@ -93,8 +93,6 @@ def log_model(f, draws: np.ndarray) -> np.ndarray:
 def _stack_factor(f, draws: np.ndarray) -> np.ndarray:
     """sqrt(sigma_k^2 + FLOOR^2) / sigma_obs (the scale the likelihood reads over sigma_obs) of each row's stack at the posterior draws ``draws`` (draws x rows; ones for a fit
     with one residual scale)."""
-    from mcflops.layoutfit.fit import FLOOR
-
     s, st = f.samples, np.asarray(f.data.arrays["stack"])
     if "log_sigma_stack" not in s:
         return np.ones((len(draws), len(st)))
@@ -138,11 +136,11 @@ def split(f, df: float, units: Sequence[str] | None = None) -> dict[str, Any]:
     sig = np.asarray(f.samples["sigma_obs"], float)
     row = sig * np.sqrt(res["share"])
     q = lambda x: {k: float(v) for k, v in zip(("p5", "p50", "p95"), np.quantile(x, (0.05, 0.5, 0.95)))}  # noqa: E731
-    from mcflops.layoutfit.fit import stack_sigma
-
-    # a fitted stack's own residual scale, split by the same share (the share is measured in units of each row's
-    # stack scale, so it is one figure for all stacks)
-    stacks = {k: float(np.median(stack_sigma(f, k) * np.sqrt(res["share"]))) for k in f.data.stacks}
+    # a fitted stack's own residual scale (the floor in quadrature, as the likelihood reads it), split by the same
+    # share (measured in units of each row's stack scale, so it is one figure for all stacks)
+    per = f.samples.get("log_sigma_stack")
+    stacks = {k: float(np.median((sig if per is None else np.hypot(np.exp(per[:, i]), FLOOR)) * np.sqrt(res["share"])))
+              for i, k in enumerate(f.data.stacks)}
     return {"sigma_row": float(np.median(row)), "sigma_row_q": q(row), "share": q(res["share"]),
             "sigma_obs": float(np.median(sig)), "rows": int(res["rows"]), "units": int(res["groups"]),
             "df_within": int(res["df_within"]), "stacks": stacks}
