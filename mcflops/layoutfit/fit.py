@@ -5,7 +5,7 @@ the architecture's shape and counts, the accelerator's peak and bandwidths, the 
 TRUE model FLOPs (the architecture's causal count, ``counts.training_flops_per_token``), converted from the
 source's convention by the ratio of FLOPs per token (:func:`to_true`, each convention's count from
 :func:`mcflops.chain.published_per_token`). The model, per row i of accelerator
-family f and software stack k (non-centred, every effect partially pooled):
+family f and software stack k (every effect partially pooled; non-centred but the residual scales):
 
     logit eta_i = mu_gemm + tau_family z_f + tau_stack z_k            (GEMM efficiency of large GEMMs)
     log x_tp,i  = mu_tp + tau_tp z'_k,   log x_dp,i = mu_dp + tau_dp z''_k,   log cv = mu_cv
@@ -13,12 +13,13 @@ family f and software stack k (non-centred, every effect partially pooled):
     X           = sum over classes of x C / T0, or its exposed part past the overlap window w tc
                   (:func:`mcflops.layout.communication_time`; the row's overlap flags say which)
     log sigma_k ~ Normal(log sigma_obs, tau_sigma)                      (each stack's residual scale, centred)
-    log y_i     ~ sum_c (1/2^u_i) Student-t(4, log MFU_ic, sqrt(sigma_k^2 + FLOOR^2) w_i)   (w_i = 1.5 where a layout field was
-                  imputed; c over the 2^u_i settings of the u_i overlap flags the row's source leaves out)
+    log y_i     ~ sum_c (1/2^u_i) Student-t(4, log MFU_ic, s_k w_i),   s_k = sqrt(sigma_k^2 + FLOOR^2)
+                  (w_i = 1.5 where a layout field was imputed; c over the 2^u_i settings of the u_i overlap flags
+                  the row's source leaves out)
 
-Stacks differ in how well the terms describe them (a 2026-12-04 fit: llm-foundry's residual scale 0.23, the
-Megatron and MegaScale stacks' 0.01-0.07), so each has its own scale: a file that states a fitted stack gets that
-stack's effects and residual (:func:`predictive` with ``stack``), a new stack draws both.
+Stacks differ in how well the terms describe them (benchmarks/RESULTS.md: llm-foundry's scale is several times the
+Megatron and MegaScale stacks'), so each has its own: a file that states a fitted stack gets that stack's effects
+and residual (:func:`predictive` with ``stack``), a new stack draws both.
 
 (:mod:`mcflops.layout.model` for each term.) ``ep_comm`` does not enter: no benchmark row is a mixture of
 experts, so its starting prior ships unchanged. FP8 rows are their own family (utilisation of the FP8 peak is a
@@ -248,7 +249,8 @@ def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True) 
     # each stack's residual scale about sigma_obs (stacks differ in how well the terms describe them: a new
     # stack draws its own). Centred, unlike the other stack effects: a stack of a hundred rows or more pins its
     # scale, and non-centred that pins a curved ridge of (sigma_obs, tau_sigma, z) that NUTS walks slowly
-    # (R-hat 1.8-3.4 at the held-out budget; Betancourt & Girolami 2015 on when each parameterisation suits)
+    # (Betancourt & Girolami 2015 on when each parameterisation suits). Non-centred, the held-out refits ended
+    # at R-hat 1.8-3.4; centred with the floor (FLOOR) at the fit's tree depth, 1.02-1.08
     tau_sig = numpyro.sample("tau_sigma", dist.HalfNormal(0.5))
     log_sig = numpyro.sample("log_sigma_stack", dist.Normal(jnp.log(sigma), tau_sig).expand([n_stack]))
     fam, st = a["fam"], a["stack"]
