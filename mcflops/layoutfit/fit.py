@@ -52,7 +52,7 @@ from mcflops.arch import Shape, counts as arch_counts
 from mcflops.chain import published_per_token
 from mcflops.layout import RECOMPUTE, Layout, Terms, memory, overlap_defaults, recompute_ratio, terms
 from mcflops.layoutfit.data import LayoutRun, benchmark_rows
-from mcflops.layoutfit.mix import FLOOR, Data, components, draw_components, mfu_model, mixture, step_over_t0, unknown_flags
+from mcflops.layoutfit.mix import FLOOR, Data, stack_scales, components, draw_components, mfu_model, mixture, step_over_t0, unknown_flags
 
 FAMILIES = {"hopper": ("h100-sxm", "h100-pcie", "h800", "h200"), "a100": ("a100",),
             "tpu": ("tpu-v3", "tpu-v4", "tpu-v5p")}
@@ -330,13 +330,13 @@ def stack_sigma(f: Fit, stk: str | None, rng=None) -> np.ndarray:
     where the fit has it, a new stack's (drawn from the population, ``rng``) else; sigma_obs for a fit without
     per-stack scales."""
     s = f.samples
-    if "log_sigma_stack" not in s:
+    fitted = stack_scales(s)
+    if fitted is None:
         return np.asarray(s["sigma_obs"])
     if stk in f.data.stacks:
-        own = np.exp(s["log_sigma_stack"][:, f.data.stacks.index(stk)])
-    else:
-        own = s["sigma_obs"] * np.exp(s["tau_sigma"] * (rng or generator(ROW_SEED)).standard_normal(len(s["sigma_obs"])))
-    return np.sqrt(own * own + FLOOR * FLOOR)  # the scale the likelihood reads (the model's floor in quadrature)
+        return fitted[:, f.data.stacks.index(stk)]
+    own = s["sigma_obs"] * np.exp(s["tau_sigma"] * (rng or generator(ROW_SEED)).standard_normal(len(s["sigma_obs"])))
+    return np.hypot(own, FLOOR)  # the scale the likelihood reads (the model's floor in quadrature)
 
 
 def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0,

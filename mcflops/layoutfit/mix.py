@@ -62,6 +62,13 @@ def setting_index(unknown: Sequence[str], n: int, modes: int = 1) -> np.ndarray:
 # sharpens until NUTS cannot cross it (held-out refits at R-hat 1.9)
 FLOOR = 0.02
 
+
+def stack_scales(samples: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """Each fitted stack's residual scale as the likelihood reads it, sqrt(sigma_k^2 + FLOOR^2), per posterior draw
+    (draws x stacks); None for a fit with one scale (sigma_obs)."""
+    per = samples.get("log_sigma_stack")
+    return None if per is None else np.hypot(np.exp(per), FLOOR)
+
 @dataclass(frozen=True)
 class Data:
     """The rows as arrays for the model, with the family and stack names of their indices. Per row: ``fam``,

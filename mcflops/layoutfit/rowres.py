@@ -45,7 +45,7 @@ import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import t as student_t
 
-from mcflops.layoutfit.mix import FLOOR, by_component, step_over_t0
+from mcflops.layoutfit.mix import by_component, stack_scales, step_over_t0
 
 CHUNK = 64  # posterior draws per NumPy pass (draws x rows x components arrays)
 
@@ -94,10 +94,10 @@ def _stack_factor(f, draws: np.ndarray) -> np.ndarray:
     """sqrt(sigma_k^2 + FLOOR^2) / sigma_obs (the scale the likelihood reads over sigma_obs) of each row's stack at the posterior draws ``draws`` (draws x rows; ones for a fit
     with one residual scale)."""
     s, st = f.samples, np.asarray(f.data.arrays["stack"])
-    if "log_sigma_stack" not in s:
+    fitted = stack_scales(s)
+    if fitted is None:
         return np.ones((len(draws), len(st)))
-    own = np.exp(s["log_sigma_stack"][draws][:, st])
-    return np.sqrt(own * own + FLOOR * FLOOR) / s["sigma_obs"][draws, None]
+    return fitted[draws][:, st] / s["sigma_obs"][draws, None]
 
 
 def residuals(f, df: float, draws: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -138,8 +138,8 @@ def split(f, df: float, units: Sequence[str] | None = None) -> dict[str, Any]:
     q = lambda x: {k: float(v) for k, v in zip(("p5", "p50", "p95"), np.quantile(x, (0.05, 0.5, 0.95)))}  # noqa: E731
     # a fitted stack's own residual scale (the floor in quadrature, as the likelihood reads it), split by the same
     # share (measured in units of each row's stack scale, so it is one figure for all stacks)
-    per = f.samples.get("log_sigma_stack")
-    stacks = {k: float(np.median((sig if per is None else np.hypot(np.exp(per[:, i]), FLOOR)) * np.sqrt(res["share"])))
+    fitted = stack_scales(f.samples)
+    stacks = {k: float(np.median((sig if fitted is None else fitted[:, i]) * np.sqrt(res["share"])))
               for i, k in enumerate(f.data.stacks)}
     return {"sigma_row": float(np.median(row)), "sigma_row_q": q(row), "share": q(res["share"]),
             "sigma_obs": float(np.median(sig)), "rows": int(res["rows"]), "units": int(res["groups"]),
