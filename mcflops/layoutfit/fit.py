@@ -7,7 +7,7 @@ source's convention by the ratio of FLOPs per token (:func:`to_true`, each conve
 :func:`mcflops.chain.published_per_token`). The model, per row i of accelerator
 family f and software stack k (every effect partially pooled; non-centred but the residual scales):
 
-    logit eta_i = mu_gemm + tau_family z_f + tau_stack z_k            (GEMM efficiency of large GEMMs)
+    logit eta_i = mu_gemm + tau_family z_f + tau_stack z_k + tau_series z_j    (GEMM efficiency of large GEMMs)
     log x_tp,i  = mu_tp + tau_tp z'_k,   log x_dp,i = mu_dp + tau_dp z''_k,   log cv = mu_cv
     MFU_i       = 1 / (tc (1 + beta) + X(x_tp, x_dp, tc)) / (1 + cv S),   tc = rho / (eta g busy)
     X           = sum over classes of x C / T0, or its exposed part past the overlap window w tc
@@ -16,6 +16,12 @@ family f and software stack k (every effect partially pooled; non-centred but th
     log y_i     ~ sum_c (1/2^u_i) Student-t(4, log MFU_ic, s_k w_i),   s_k = sqrt(sigma_k^2 + FLOOR^2)
                   (w_i = 1.5 where a layout field was imputed; c over the 2^u_i settings of the u_i overlap flags
                   the row's source leaves out)
+
+A series j (one table of one source: a model family on one cluster and build, inside its stack k) has its own
+term: a new table of a known stack differs from the stack's other tables by more than the rows of one table
+differ from each other (benchmarks/RESULTS.md, "series out, stack kept", before the term), and a pilot measures
+exactly that term of its production run. A new run is a new series, whether its file names a fitted stack or not
+(:func:`predictive` draws the term afresh).
 
 Stacks differ in how well the terms describe them (benchmarks/RESULTS.md: llm-foundry's scale is several times the
 Megatron and MegaScale stacks'), so each has its own: a file that states a fitted stack gets that stack's effects
@@ -64,6 +70,7 @@ STARTING = {"gemm": (0.65, 0.1), "tp_comm": (0.2, 2.0), "dp_comm": (0.2, 2.0), "
 Z95 = 1.6448536269514722
 IMPUTED_NOISE = 1.5  # the noise of a row whose layout was partly imputed, relative to a fully stated one
 DF = 4.0
+TAU_SERIES_SCALE = 0.5  # half-normal scale of the series' spread (logit), as the stacks' GEMM effect's
 ROW_SEED = 1  # a row's draws of a new family or stack: fixed, so its prediction is a function of the fit
 
 
@@ -225,8 +232,9 @@ def _lognormal(lo: float, hi: float) -> tuple[float, float]:
     return 0.5 * (math.log(lo) + math.log(hi)), (math.log(hi) - math.log(lo)) / (2 * Z95)
 
 
-def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True) -> None:
-    """The NumPyro model (the module docstring); hyperpriors centred on the starting priors."""
+def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True, n_series: int = 0) -> None:
+    """The NumPyro model (the module docstring); hyperpriors centred on the starting priors. ``n_series`` 0: no
+    series effect (the model before it)."""
     import numpyro
     import jax.numpy as jnp
     import numpyro.distributions as dist
@@ -255,6 +263,10 @@ def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True) 
     log_sig = numpyro.sample("log_sigma_stack", dist.Normal(jnp.log(sigma), tau_sig).expand([n_stack]))
     fam, st = a["fam"], a["stack"]
     logit_eta = mu_g + tau_f * z_f[fam] + tau_sg * z_sg[st]
+    if n_series:  # each series' own GEMM efficiency inside its stack (the module docstring), non-centred
+        tau_se = numpyro.sample("tau_series", dist.HalfNormal(TAU_SERIES_SCALE))
+        z_se = numpyro.sample("z_series", dist.Normal(0.0, 1.0).expand([n_series]))
+        logit_eta = logit_eta + tau_se * z_se[a["series"]]
     log_tp = hyper["tp_comm"][0] + hyper["tp_comm"][1] * hyper["tp_comm"][2][st]
     log_dp = hyper["dp_comm"][0] + hyper["dp_comm"][1] * hyper["dp_comm"][2][st]
     m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv)  # rows x components: mix
@@ -280,9 +292,10 @@ class Fit:
 
 def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, draws: int = 500,
         families: Sequence[str] | None = None, stacks: Sequence[str] | None = None, max_tree_depth: int = 10,
-        chain_method: str = "vectorized", held: Collection[str] = ()) -> Fit:
+        chain_method: str = "vectorized", held: Collection[str] = (), series: bool = True) -> Fit:
     """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter. Rows whose
-    id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others."""
+    id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others. ``series`` False:
+    without the series effect."""
     import jax
     import jax.numpy as jnp
     from numpyro.diagnostics import summary
@@ -294,7 +307,8 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
     kernel = NUTS(model, target_accept_prob=0.9, init_strategy=init_to_median, max_tree_depth=max_tree_depth)
     mc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,
               progress_bar=False)
-    mc.run(jax.random.PRNGKey(seed), a, len(d.families), len(d.stacks), extra_fields=("diverging",))
+    mc.run(jax.random.PRNGKey(seed), a, len(d.families), len(d.stacks), True, len(d.series) if series else 0,
+           extra_fields=("diverging",))
     grouped = {k: np.asarray(v) for k, v in mc.get_samples(group_by_chain=True).items()}
     summ = summary(grouped, group_by_chain=True)
     rh = [float(np.max(s["r_hat"])) for s in summ.values()]
@@ -306,6 +320,17 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
                time.perf_counter() - t, chains, draws, table)
 
 
+def series_effect(f: Fit, series: str | None, rng) -> np.ndarray:
+    """Per posterior draw, a series' term in logit GEMM efficiency: its own where the fit has it, a new series'
+    (drawn from ``rng``) else; zeros, drawing nothing, for a fit without the series effect."""
+    s = f.samples
+    if "tau_series" not in s:
+        return np.zeros(len(s["mu_gemm"]))
+    known = series in f.data.series and "z_series" in s
+    z = s["z_series"][:, f.data.series.index(series)] if known else rng.standard_normal(len(s["mu_gemm"]))
+    return s["tau_series"] * z
+
+
 def row_draws(f: Fit, r: Row) -> np.ndarray:
     """Posterior draws of a row's model MFU (true FLOPs), its family and stack as fitted (new ones drawn), its
     unknown overlap flags drawn per draw as the fit mixes them (mix.draw_components)."""
@@ -314,7 +339,7 @@ def row_draws(f: Fit, r: Row) -> np.ndarray:
     fz = s["z_family"][:, f.data.families.index(r.family)] if r.family in f.data.families else rng.standard_normal(n)
     k = f.data.stacks.index(r.stack) if r.stack in f.data.stacks else None
     z = {p: s[f"z_stack_{p}"][:, k] if k is not None else rng.standard_normal(n) for p in ("gemm", "tp_comm", "dp_comm")}
-    logit = s["mu_gemm"] + s["tau_family"] * fz + s["tau_stack_gemm"] * z["gemm"]
+    logit = s["mu_gemm"] + s["tau_family"] * fz + s["tau_stack_gemm"] * z["gemm"] + series_effect(f, r.series, rng)
     eta = 1 / (1 + np.exp(-logit))
     x_tp = np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * z["tp_comm"])
     x_dp = np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * z["dp_comm"])
@@ -361,7 +386,8 @@ def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0,
     # dp; the stack's scale from a stream of its own), so that a fit without per-stack scales exports as before
     fz = s["z_family"][:, f.data.families.index(fam)] if fam in f.data.families else rng.standard_normal(n)
     zg = s["z_stack_gemm"][:, k] if known else rng.standard_normal(n)
-    logit = s["mu_gemm"] + s["tau_family"] * fz + s["tau_stack_gemm"] * zg
+    # a new run is a new series, of a fitted stack or a new one (its effect from a stream of its own)
+    logit = s["mu_gemm"] + s["tau_family"] * fz + s["tau_stack_gemm"] * zg + series_effect(f, None, generator(seed + 2))
     eta = 1 / (1 + np.exp(-logit))
     sig = stack_sigma(f, stack, generator(seed + 1))
     shared = sig if row_sigma == 0 else shared_scale(sig, row_sigma)

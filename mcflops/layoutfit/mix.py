@@ -71,8 +71,8 @@ def stack_scales(samples: Mapping[str, np.ndarray]) -> np.ndarray | None:
 
 @dataclass(frozen=True)
 class Data:
-    """The rows as arrays for the model, with the family and stack names of their indices. Per row: ``fam``,
-    ``stack``, ``log_y``, ``noise`` (shape rows; and ``fit`` where rows are held out); per row and component
+    """The rows as arrays for the model, with the family, stack and series names of their indices. Per row: ``fam``,
+    ``stack``, ``series``, ``log_y``, ``noise`` (shape rows; and ``fit`` where rows are held out); per row and component
     (shape rows x K): ``rho``, ``g``, ``busy``, ``beta``, ``S``, each class's time over T0 ``c_<class>``, its
     window ``w_<class>``, whether it overlaps ``o_<class>``, and the component's ``weight`` (weights sum to 1
     over K)."""
@@ -81,6 +81,7 @@ class Data:
     stacks: tuple[str, ...]
     arrays: Mapping[str, np.ndarray]
     units: tuple[str, ...] = ()  # each row's unit (fit.unit; mcflops.layoutfit.rowres splits the residual by it)
+    series: tuple[str, ...] = ()  # the series names (a series: one table of one source, inside one stack)
 
     @staticmethod
     def of(rs: Sequence[Any], families: Sequence[str] | None = None, stacks: Sequence[str] | None = None,
@@ -89,8 +90,10 @@ class Data:
         ids), ``fit``: 0 for a held-out row (its likelihood masked out of the model), 1 else."""
         fams = tuple(families or sorted({r.family for r in rs}))
         sts = tuple(stacks or sorted({r.stack for r in rs}))
+        ser = tuple(sorted({r.series for r in rs}))
         col = {
             "fam": [fams.index(r.family) for r in rs], "stack": [sts.index(r.stack) for r in rs],
+            "series": [ser.index(r.series) for r in rs],
             "log_y": [np.log(r.y) for r in rs], "noise": [r.noise for r in rs]}
         if held:
             col["fit"] = [0.0 if r.id in held else 1.0 for r in rs]
@@ -103,8 +106,8 @@ class Data:
             col[f"c_{k}"] = [[t.comm[k] / t.t0 for t in mix] for mix in padded]
             col[f"w_{k}"] = [[t.window.get(k, 0.0) for t in mix] for mix in padded]
             col[f"o_{k}"] = [[1.0 if k in t.window else 0.0 for t in mix] for mix in padded]
-        arr = {k: np.asarray(v, np.int32 if k in ("fam", "stack") else np.float64) for k, v in col.items()}
-        return Data(fams, sts, arr, tuple(str(getattr(r, "unit", "")) for r in rs))
+        arr = {k: np.asarray(v, np.int32 if k in ("fam", "stack", "series") else np.float64) for k, v in col.items()}
+        return Data(fams, sts, arr, tuple(str(getattr(r, "unit", "")) for r in rs), ser)
 
 
 def step_over_t0(xp, a: Mapping[str, Any], eta, x_tp, x_dp):

@@ -82,6 +82,8 @@ def log_model(f, draws: np.ndarray) -> np.ndarray:
     fam, st = np.asarray(a["fam"]), np.asarray(a["stack"])
     logit = (s["mu_gemm"][draws, None] + s["tau_family"][draws, None] * s["z_family"][draws][:, fam]
              + s["tau_stack_gemm"][draws, None] * s["z_stack_gemm"][draws][:, st])
+    if "z_series" in s:  # each row's series' own term (fit.series_effect)
+        logit = logit + s["tau_series"][draws, None] * s["z_series"][draws][:, np.asarray(a["series"])]
     x = {p: np.exp(s[f"mu_log_{p}"][draws, None] + s[f"tau_stack_{p}"][draws, None] * s[f"z_stack_{p}"][draws][:, st])
          for p in ("tp_comm", "dp_comm")}
     eta = 1.0 / (1.0 + np.exp(-logit))

@@ -59,6 +59,9 @@ def _params(d):
     # each stack's residual scale (centred about sigma_obs), one of them under the floor
     p["log_sigma_stack"] = math.log(PARAMS["sigma_obs"]) + PARAMS["tau_sigma"] * rng.standard_normal(len(d.stacks))
     p["log_sigma_stack"][0] = math.log(0.01)
+    # each series' own GEMM term inside its stack
+    p["tau_series"] = np.asarray(0.3)
+    p["z_series"] = rng.standard_normal(len(d.series))
     return p
 
 
@@ -67,6 +70,8 @@ def _draws_by_hand(r, d, p):
     hand: the oracle's side of the fit's arithmetic."""
     f, s = d.families.index(r.family), d.stacks.index(r.stack)
     logit = p["mu_gemm"] + p["tau_family"] * p["z_family"][f] + p["tau_stack_gemm"] * p["z_stack_gemm"][s]
+    if "z_series" in p:
+        logit = logit + p["tau_series"] * p["z_series"][d.series.index(r.series)]
     return {"gemm": np.array([1 / (1 + math.exp(-logit))]),
             "tp_comm": np.array([math.exp(p["mu_log_tp_comm"] + p["tau_stack_tp_comm"] * p["z_stack_tp_comm"][s])]),
             "dp_comm": np.array([math.exp(p["mu_log_dp_comm"] + p["tau_stack_dp_comm"] * p["z_stack_dp_comm"][s])]),
@@ -118,14 +123,15 @@ def test_log_likelihood_is_the_mixture_scipy_computes():
     with jax.enable_x64(True):  # in 64 bits for a tight comparison (the fit itself runs in 32)
         a = {k: jnp.asarray(v) for k, v in d.arrays.items()}
         ll = np.asarray(log_likelihood(lf.model, {k: jnp.asarray(v)[None] for k, v in p.items()}, a, len(d.families),
-                                       len(d.stacks))["obs"][0])
+                                       len(d.stacks), True, len(d.series))["obs"][0])
     want = _oracle_rows(runs, rows, d, p)
     np.testing.assert_allclose(ll, want, rtol=1e-9, atol=1e-9)
     # the row with every flag stated: exactly the single component's density, no mixture
     assert ll[0] == pytest.approx(want[0], rel=1e-12)
 
 
-def test_log_density_is_priors_plus_mixture():
+@pytest.mark.parametrize("series", [True, False])
+def test_log_density_is_priors_plus_mixture(series):
     import jax
     import jax.numpy as jnp
     from numpyro.infer.util import log_density
@@ -134,9 +140,12 @@ def test_log_density_is_priors_plus_mixture():
     rows = [lf.prepare(r) for r in runs]
     d = Data.of(rows)
     p = _params(d)
+    if not series:  # the model before the series term
+        p = {k: v for k, v in p.items() if k not in ("tau_series", "z_series")}
+    assert len(d.series) == 3  # two vTrain rows share a series: the term is shared, not one per row
     with jax.enable_x64(True):
         a = {k: jnp.asarray(v) for k, v in d.arrays.items()}
-        got, _ = log_density(lf.model, (a, len(d.families), len(d.stacks)), {},
+        got, _ = log_density(lf.model, (a, len(d.families), len(d.stacks), True, len(d.series) if series else 0), {},
                              {k: jnp.asarray(v) for k, v in p.items()})
     z95 = stats.norm.ppf(0.95)
 
@@ -154,6 +163,8 @@ def test_log_density_is_priors_plus_mixture():
     prior += stats.norm.logpdf(p["mu_log_straggler_cv"], *lognormal(*lf.STARTING["straggler_cv"]))
     prior += stats.halfnorm.logpdf(p["sigma_obs"], scale=0.2) + stats.halfnorm.logpdf(p["tau_sigma"], scale=0.5)
     prior += stats.norm.logpdf(p["log_sigma_stack"], math.log(p["sigma_obs"]), p["tau_sigma"]).sum()
+    if series:
+        prior += stats.halfnorm.logpdf(p["tau_series"], scale=0.5) + stats.norm.logpdf(p["z_series"]).sum()
     assert float(got) == pytest.approx(prior + _oracle_rows(runs, rows, d, p).sum(), rel=1e-10)
 
 
