@@ -189,7 +189,11 @@ def elementwise_share(shape, lo: Layout, flops_per_token: float, peak: float, hb
     fusion, the backward's reads) is the ``elementwise`` multiplier, a prior fitted on the benchmark rows. With
     sequence parallelism all of it is split over tp; without, the 10 h part is repeated on every rank (Table 2).
     E x multiplier is added to the GEMMs' time 1 / (eta g), and the recompute repeats it as it repeats them."""
-    h, f, t = shape.d_model, shape.ff, lo.tp
+    h, t = shape.d_model, lo.tp
+    f = shape.ff
+    if shape.moe:  # the MLP tensors a token meets: its routed and shared experts' on the MoE layers, the dense rest
+        f_moe = (shape.moe_ffn or shape.ff) * ((shape.experts_active or 1) + shape.shared_experts)
+        f = (f_moe * shape.moe_layers + shape.ff * shape.dense_layers) / shape.layers
     inside = 8.0 * h + (6.0 if shape.glu else 4.0) * f
     per_rank = (10.0 * h + inside) / t if (lo.sequence_parallel or t == 1) else 10.0 * h + inside / t
     # per token and stage: the rank moves per_rank bytes per layer while it does flops_per_token / t of the FLOPs
