@@ -86,10 +86,13 @@ def family(run: LayoutRun) -> str:
 
 
 def stack(run: LayoutRun) -> str:
-    """The software stack behind a row: its series' source, MegaScale's two columns apart."""
+    """The software stack behind a row: its series' source, MegaScale's two columns apart; MLPerf Training's rounds
+    one stack (one code base's lineage, NVIDIA's Megatron-based implementation that the submitters run), each round
+    a series of it."""
     s = run.series
     for prefix, name in (("megatron-lm-2021", "megatron-2021"), ("megatron-core-2024", "megatron-core-2024"),
-                         ("llm-foundry", "llm-foundry"), ("torchtitan", "torchtitan"), ("vtrain", "vtrain")):
+                         ("llm-foundry", "llm-foundry"), ("torchtitan", "torchtitan"), ("vtrain", "vtrain"),
+                         ("mlperf-", "mlperf-training")):
         if s.startswith(prefix):
             return name
     if s.startswith("megascale"):

@@ -227,9 +227,12 @@ def _efficiency(node: Mapping, here: Fields, acc_id: str, moe: bool = False, pre
     fit = stack_entry(load_fit(), stack)
     # the MoE priors: the fit's where it has them, else the module's first-principles ones (mcflops.layout.moe)
     defaults = {**(MOE_PRIORS if moe else {}), **fit["default"], **accelerator_priors(fit, acc_id, precision)}
-    names = (*PARAMS, *((ELEMENTWISE,) if ELEMENTWISE in defaults else ()), *(MOE_PARAMS if moe else ()))
+    names = (*PARAMS, ELEMENTWISE, *(MOE_PARAMS if moe else ()))
     fit_where = Fields(_FIT_PATH)
-    out = {p: parse_dist(defaults[p], f"layout_fit.{p}", fit_where, defaults, p) for p in names}
+    # the elementwise multiplier where the shipped fit has one (a fit from before the term has none: the model then
+    # leaves the memory-bound time out, unless the file states it)
+    out = {p: parse_dist(defaults[p], f"layout_fit.{p}", fit_where, defaults, p) for p in names
+           if p != ELEMENTWISE or p in defaults}
     out = {p: dataclasses.replace(d, source=defaults[p].get("source")) for p, d in out.items()}
     if "efficiency" in node:
         eff = here.mapping(node, "efficiency", expected="efficiency: {" + ", ".join(names) + "}", got=False)
