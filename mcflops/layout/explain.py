@@ -10,7 +10,7 @@ from mcflops.layout.model import FACTORS
 from mcflops.layout.prior import LayoutPrior
 from mcflops.layout.waterfall import waterfall
 
-LABELS = {"gemm": "GEMM efficiency", "experts": "expert load imbalance and token permutation", "recompute": "recomputation", "pipeline": "the pipeline bubble",
+LABELS = {"gemm": "GEMM efficiency", "memory": "memory-bound operations", "experts": "expert load imbalance and token permutation", "recompute": "recomputation", "pipeline": "the pipeline bubble",
           "communication": "exposed communication", "stragglers": "stragglers", "counting": "FLOPs not counted",
           "goodput": "downtime"}
 IDENTIFIED = ("a GPU-hours figure constrains the factors only through their product (MFU): their posteriors move "

@@ -68,6 +68,9 @@ from mcflops.layout.moe import dense_and_expert, extra_time, moe_terms
 
 # The uncertain efficiency parameters, in the order the factors use them.
 PARAMS = ("gemm", "tp_comm", "dp_comm", "ep_comm", "straggler_cv")
+# the memory-bound operations' multiplier (elementwise_share): drawn where the priors have it (the shipped fit's do),
+# from a hypercube of its own, so that priors without it keep their draws and their model
+ELEMENTWISE = "elementwise"
 FACTORS = ("gemm", "recompute", "pipeline", "communication", "stragglers")
 SCHEDULES = ("1f1b", "interleaved", "zero_bubble", "dualpipe")
 RECOMPUTE = ("none", "selective", "full")
@@ -169,7 +172,32 @@ class Terms:
     straggler_scale: float  # sqrt(2 ln n): q = cv x this
     detail: Mapping[str, Any] = field(default_factory=dict)
     log_op: float = 0.0  # log(largest GEMM's FLOPs / GEMM_REF): gemm_shape's lever
+    ew: float = 0.0  # E, the memory-bound operations' time at full HBM bandwidth over the GEMMs' at peak (elementwise_share)
     moe: Any = None  # mcflops.layout.moe.MoETerms for a mixture of experts (None: dense)
+
+
+def elementwise_share(shape, lo: Layout, flops_per_token: float, peak: float, hbm_bytes_s: float) -> float:
+    """E: the memory-bound (elementwise) operations' time at full HBM bandwidth over the GEMMs' at peak, per token.
+
+    The bytes those operations move scale with the activations they read and write, b s h per tensor, while the
+    GEMMs' FLOPs scale with b s h^2: E falls as 1/h and rises with peak / bandwidth (Ivanov et al. 2021, "Data
+    Movement Is All You Need", MLSys: normalisation and elementwise operators take about 37% of BERT-large's
+    training time for 0.2% of its FLOPs). The bytes per token per layer are Korthikanti et al. 2022's activation
+    count (Sec. 4.1, Table 2: 34 s b h for a GPT layer with a 4h MLP, 10 of it outside the tensor-parallel split and
+    24 inside, 16 of those the MLP's 4h-wide tensors), with the MLP width f for 4h (4 f; 6 f with a gated unit's
+    second projection) and taken as the traffic's unit: how many bytes a stack moves per byte counted (kernel
+    fusion, the backward's reads) is the ``elementwise`` multiplier, a prior fitted on the benchmark rows. With
+    sequence parallelism all of it is split over tp; without, the 10 h part is repeated on every rank (Table 2).
+    E x multiplier is added to the GEMMs' time 1 / (eta g), and the recompute repeats it as it repeats them."""
+    h, t = shape.d_model, lo.tp
+    f = shape.ff
+    if shape.moe:  # the MLP tensors a token meets: its routed and shared experts' on the MoE layers, the dense rest
+        f_moe = (shape.moe_ffn or shape.ff) * ((shape.experts_active or 1) + shape.shared_experts)
+        f = (f_moe * shape.moe_layers + shape.ff * shape.dense_layers) / shape.layers
+    inside = 8.0 * h + (6.0 if shape.glu else 4.0) * f
+    per_rank = (10.0 * h + inside) / t if (lo.sequence_parallel or t == 1) else 10.0 * h + inside / t
+    # per token and stage: the rank moves per_rank bytes per layer while it does flops_per_token / t of the FLOPs
+    return per_rank * t * shape.layers * peak / (hbm_bytes_s * flops_per_token)
 
 
 def problem(layout: Layout, shape, count: int) -> tuple[str | None, str] | None:
@@ -360,7 +388,8 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
                  window=window, straggler_scale=math.sqrt(2.0 * math.log(count)) if count > 1 else 0.0,
                  detail={"tp_s": c_tp, "cp_s": c_cp, "dp_s": c_fwd + c_bwd, "pp_s": c_pp, "ep_s": c_ep,
                          "gemm_op_flops": op, "t_model_s": t0},
-                 log_op=math.log(max(op, 1.0) / GEMM_REF), moe=mt)
+                 log_op=math.log(max(op, 1.0) / GEMM_REF), moe=mt,
+                 ew=elementwise_share(shape, lo, per_token, peak, lo.hbm_gb_s * 1e9) if lo.hbm_gb_s else 0.0)
 
 
 def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -368,7 +397,10 @@ def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
     # a draws mapping without gemm_shape is the model before the shape's slope (kappa 0)
     kappa = np.asarray(draws.get("gemm_shape", 0.0), float)
     eta = gemm_efficiency(np, np.asarray(draws["gemm"], float), kappa, tm.log_op) * tm.g
-    t_c = tm.t0 * tm.rho / eta / tm.busy  # idle replicas: the busy ones take the whole batch
+    # the memory-bound operations beside the GEMMs (elementwise_share); a draws mapping without the multiplier, or
+    # an accelerator without an HBM bandwidth, is the model before the term
+    ew = tm.ew * np.asarray(draws.get("elementwise", 0.0), float)
+    t_c = tm.t0 * tm.rho * (1.0 / eta + ew) / tm.busy  # idle replicas: the busy ones take the whole batch
     mult = {k: np.asarray(draws[CLASS_PARAM[k]], float) for k in tm.comm}
     extra = 0.0
     if tm.moe is not None:  # imbalance and permutation beside the compute; the all-to-all waits for the max load
@@ -381,13 +413,15 @@ def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
            "stragglers": 1.0 / (1.0 + np.asarray(draws["straggler_cv"]) * tm.straggler_scale)}
     if tm.moe is not None:
         out["experts"] = t_c / (t_c + extra)
+    if np.any(ew > 0):
+        out["memory"] = np.broadcast_to(1.0 / (1.0 + eta * ew), eta.shape)
     return out
 
 
 def factor_names(f: Mapping[str, Any]) -> list[str]:
-    """The factors present in ``f`` in waterfall order: :data:`FACTORS`, ``experts`` after ``gemm`` for a mixture
-    of experts."""
-    return [n for n in (FACTORS[0], "experts", *FACTORS[1:]) if n in f]
+    """The factors present in ``f`` in waterfall order: :data:`FACTORS`, ``memory`` (the memory-bound operations)
+    after ``gemm`` where the model has the term, then ``experts`` for a mixture of experts."""
+    return [n for n in (FACTORS[0], "memory", "experts", *FACTORS[1:]) if n in f]
 
 
 def mfu(tm: Terms, draws: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -71,7 +71,7 @@ MOE_PARAMS = ("moe_mem", "moe_imbalance")
 MOE_FLAGS = ("grouped_gemm", "ep_comm_overlap")
 ROUTERS = ("learned", "uniform")
 # the layout's other expert-only fields (a dense model's prior file may not give them; its summary leaves them out)
-MOE_KEYS = ("etp", "hbm_gb_s", "capacity_factor", "router", "recompute_moe")
+MOE_KEYS = ("etp", "capacity_factor", "router", "recompute_moe")
 ACT_BYTES = 2.0  # bf16 activations
 SCORE_BYTES = 4.0  # fp32 router scores
 PRIORS = {

@@ -39,7 +39,7 @@ import numpy as np
 
 from mcflops.hostrng import generator
 from mcflops.layout.memory import Memory, memory
-from mcflops.layout.model import PARAMS, Layout, Terms, factor_names, factors, problem, terms
+from mcflops.layout.model import ELEMENTWISE, PARAMS, Layout, Terms, factor_names, factors, problem, terms
 from mcflops.layout.moe import MOE_FLAGS, MOE_KEYS, MOE_PARAMS
 from mcflops.layout.unstated import combinations
 from mcflops.priors.dist import Dist
@@ -65,6 +65,13 @@ def _unit_moe(n_params: int, n: int) -> np.ndarray:
     rng = generator(_SEED + 4)
     strata = np.stack([rng.permutation(n) for _ in range(n_params)], axis=1)
     return (strata + rng.random((n, n_params))) / n
+
+
+@lru_cache(maxsize=2)
+def _unit_ew(n: int) -> np.ndarray:
+    """The elementwise multiplier's own stratified column (a seed of its own: the other draws are untouched)."""
+    rng = generator(_SEED + 5)
+    return (rng.permutation(n) + rng.random(n)) / n
 
 
 @lru_cache(maxsize=4)
@@ -131,6 +138,8 @@ class LayoutPrior:
 
             u = _unit(len(PARAMS), DRAWS)
             out = {p: column(p, u[:, i]) for i, p in enumerate(PARAMS)}
+            if ELEMENTWISE in self.efficiency:  # the memory-bound operations' multiplier (model.elementwise_share)
+                out[ELEMENTWISE] = column(ELEMENTWISE, _unit_ew(DRAWS))
             if all(p in self.efficiency for p in MOE_PARAMS):  # a mixture of experts (mcflops.layout.moe)
                 u = _unit_moe(len(MOE_PARAMS), DRAWS)
                 out.update({p: column(p, u[:, i]) for i, p in enumerate(MOE_PARAMS)})
@@ -283,8 +292,8 @@ class LayoutPrior:
         the same prior)."""
         lay = {k: v for k, v in self.layout_fields().items() if v is not None}
         lay.update({k: "unknown" for k in (*self.unknown, *self.mixed)})
-        out = {"layout": lay, "efficiency": {p: self.efficiency[p].to_dict() for p in (*PARAMS, *MOE_PARAMS)
-                                             if p in self.efficiency}}
+        out = {"layout": lay, "efficiency": {p: self.efficiency[p].to_dict()
+                                             for p in (*PARAMS, ELEMENTWISE, *MOE_PARAMS) if p in self.efficiency}}
         if self.row_sigma or shipped_row_sigma():  # written whenever it could differ from the default it loads with
             out["residual"] = self.row_sigma
         if self.stack:

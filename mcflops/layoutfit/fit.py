@@ -9,7 +9,8 @@ family f and software stack k (every effect partially pooled; non-centred but th
 
     logit eta_i = mu_gemm + tau_family z_f + tau_stack z_k + tau_series z_j    (GEMM efficiency of large GEMMs)
     log x_tp,i  = mu_tp + tau_tp z'_k,   log x_dp,i = mu_dp + tau_dp z''_k,   log cv = mu_cv
-    MFU_i       = 1 / (tc (1 + beta) + X(x_tp, x_dp, tc)) / (1 + cv S),   tc = rho / (eta g busy)
+    MFU_i       = 1 / (tc (1 + beta) + X(x_tp, x_dp, tc)) / (1 + cv S),   tc = rho (1 / (eta g) + lambda E) / busy
+    log lambda  = mu_ew           (the memory-bound operations' multiplier on E, mcflops.layout.model.elementwise_share)
     X           = sum over classes of x C / T0, or its exposed part past the overlap window w tc
                   (:func:`mcflops.layout.communication_time`; the row's overlap flags say which)
     log sigma_k ~ Normal(log sigma_obs, tau_sigma)                      (each stack's residual scale, centred)
@@ -62,6 +63,10 @@ from mcflops.layoutfit.mix import FLOOR, Data, stack_scales, components, draw_co
 
 FAMILIES = {"hopper": ("h100-sxm", "h100-pcie", "h800", "h200"), "a100": ("a100",),
             "tpu": ("tpu-v3", "tpu-v4", "tpu-v5p")}
+# a part whose memory differs from the catalogue entry's (a row's memory_gb) and whose HBM bandwidth does too: NVIDIA
+# A100 Tensor Core GPU datasheet (2021), A100 40GB SXM 1,555 GB/s against the 80GB part's 2,039
+PART_HBM = {("a100", 40.0): 1555.0}
+STARTING_EW = (1.0, 30.0)  # the elementwise multiplier's 90% prior: bytes moved per activation byte stored (5x: written, read back, the gradient's read and write; unfused chains more)
 STARTING_EP = (0.2, 1.5)  # ep_comm's starting prior (layout_fit.json before the fit), kept
 # exposed communication's multipliers start near 1: overlap is in the terms now, so x is the time at the link's
 # rate over the time taken (NCCL's bus bandwidth is 70-90% of the link's: x 1.1-1.4), below 1 for any overlap
@@ -81,10 +86,13 @@ def family(run: LayoutRun) -> str:
 
 
 def stack(run: LayoutRun) -> str:
-    """The software stack behind a row: its series' source, MegaScale's two columns apart."""
+    """The software stack behind a row: its series' source, MegaScale's two columns apart; MLPerf Training's rounds
+    one stack (one code base's lineage, NVIDIA's Megatron-based implementation that the submitters run), each round
+    a series of it."""
     s = run.series
     for prefix, name in (("megatron-lm-2021", "megatron-2021"), ("megatron-core-2024", "megatron-core-2024"),
-                         ("llm-foundry", "llm-foundry"), ("torchtitan", "torchtitan"), ("vtrain", "vtrain")):
+                         ("llm-foundry", "llm-foundry"), ("torchtitan", "torchtitan"), ("vtrain", "vtrain"),
+                         ("mlperf-", "mlperf-training")):
         if s.startswith(prefix):
             return name
     if s.startswith("megascale"):
@@ -155,7 +163,8 @@ def layout_of(run: LayoutRun, shape: Shape, overrides: Mapping[str, Any] | None 
         imp.append("recompute")
     zero = lay["zero"] if lay["zero"] is not None else (3 if lay["fsdp"] else 1)
     acc = catalogue.get(run.accelerator)
-    bw = {k: getattr(acc, k) for k in ("nvlink_gb_s", "nvlink_domain", "network_gb_s")}
+    bw = {k: getattr(acc, k) for k in ("nvlink_gb_s", "nvlink_domain", "network_gb_s", "hbm_gb_s")}
+    bw["hbm_gb_s"] = PART_HBM.get((acc.id, run.memory_gb), bw["hbm_gb_s"])
     bw = {k: lay[k] if lay.get(k) is not None else v for k, v in bw.items()}
     flags = {k: v if lay.get(k) is None else bool(lay[k]) for k, v in overlap_defaults(bool(lay["fsdp"])).items()}
     out = Layout(tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], cp=lay["cp"] or 1, ep=lay["ep"] or 1, vpp=vpp,
@@ -232,7 +241,8 @@ def _lognormal(lo: float, hi: float) -> tuple[float, float]:
     return 0.5 * (math.log(lo) + math.log(hi)), (math.log(hi) - math.log(lo)) / (2 * Z95)
 
 
-def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True, n_series: int = 0) -> None:
+def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True, n_series: int = 0,
+          elementwise: bool = False) -> None:
     """The NumPyro model (the module docstring); hyperpriors centred on the starting priors. ``n_series`` 0: no
     series effect (the model before it)."""
     import numpyro
@@ -269,7 +279,8 @@ def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True, 
         logit_eta = logit_eta + tau_se * z_se[a["series"]]
     log_tp = hyper["tp_comm"][0] + hyper["tp_comm"][1] * hyper["tp_comm"][2][st]
     log_dp = hyper["dp_comm"][0] + hyper["dp_comm"][1] * hyper["dp_comm"][2][st]
-    m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv)  # rows x components: mix
+    log_ew = numpyro.sample("mu_log_elementwise", dist.Normal(*_lognormal(*STARTING_EW))) if elementwise else None
+    m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv, log_ew)  # rows x components: mix
     scale = jnp.sqrt(jnp.exp(2 * log_sig[st]) + FLOOR ** 2) * a["noise"]
     obs = mixture(jnp.log(m), scale, a["weight"], DF)
     if "fit" in a:  # rows held out of this fit add nothing to its likelihood (mcflops.layoutfit.holdout)
@@ -292,7 +303,8 @@ class Fit:
 
 def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, draws: int = 500,
         families: Sequence[str] | None = None, stacks: Sequence[str] | None = None, max_tree_depth: int = 10,
-        chain_method: str = "vectorized", held: Collection[str] = (), series: bool = True) -> Fit:
+        chain_method: str = "vectorized", held: Collection[str] = (), series: bool = True,
+        elementwise: bool = True) -> Fit:
     """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter. Rows whose
     id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others. ``series`` False:
     without the series effect."""
@@ -308,7 +320,7 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
     mc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,
               progress_bar=False)
     mc.run(jax.random.PRNGKey(seed), a, len(d.families), len(d.stacks), True, len(d.series) if series else 0,
-           extra_fields=("diverging",))
+           elementwise, extra_fields=("diverging",))
     grouped = {k: np.asarray(v) for k, v in mc.get_samples(group_by_chain=True).items()}
     summ = summary(grouped, group_by_chain=True)
     rh = [float(np.max(s["r_hat"])) for s in summ.values()]
@@ -345,7 +357,8 @@ def row_draws(f: Fit, r: Row) -> np.ndarray:
     x_dp = np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * z["dp_comm"])
     a = Data.of([r]).arrays
     strag = 1 + np.exp(s["mu_log_straggler_cv"]) * r.terms.straggler_scale
-    per = [1 / step_over_t0(np, {k: v[0, c] if v.ndim == 2 else v[0] for k, v in a.items()}, eta, x_tp, x_dp) / strag
+    lam = np.exp(s["mu_log_elementwise"]) if "mu_log_elementwise" in s else 0.0
+    per = [1 / step_over_t0(np, {k: v[0, c] if v.ndim == 2 else v[0] for k, v in a.items()}, eta, x_tp, x_dp, lam) / strag
            for c in range(len(r.mix))]
     return draw_components(per, r.unknown, len(r.modes))
 
@@ -396,14 +409,17 @@ def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0,
     return {"gemm": 1 / (1 + np.exp(-logit)),
             "tp_comm": np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * z["tp_comm"]),
             "dp_comm": np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * z["dp_comm"]),
-            "straggler_cv": np.exp(s["mu_log_straggler_cv"])}
+            "straggler_cv": np.exp(s["mu_log_straggler_cv"]),
+            **({"elementwise": np.exp(s["mu_log_elementwise"])} if "mu_log_elementwise" in s else {})}
 
 
 def marginals(draws: Mapping[str, np.ndarray], source: str) -> dict[str, dict[str, Any]]:
     """Each parameter's marginal as the grammar reads it: beta {mean, sd} for gemm, lognormal [p5, p95] else."""
     g = draws["gemm"]
     out = {"gemm": {"beta": {"mean": round(float(np.mean(g)), 4), "sd": round(float(np.std(g)), 4)}, "source": source}}
-    for p in ("tp_comm", "dp_comm", "straggler_cv"):
+    for p in ("tp_comm", "dp_comm", "straggler_cv", "elementwise"):
+        if p not in draws:
+            continue
         lo, hi = np.quantile(draws[p], [0.05, 0.95])
         out[p] = {"lognormal": [float(f"{lo:.4g}"), float(f"{hi:.4g}")], "source": source}
     return out

@@ -51,7 +51,7 @@ LABELS = {"paper": "paper out", "generation": "generation out", "scale": f"more 
           "series": "series out, stack kept"}
 HELD_GROUPS = {"scale": (f"> {SCALE_CUT}",), "series": ("A", "B")}  # kinds that hold out only some groups
 PAPERS = {"megascale": "megascale", "megatron-on-megascale": "megascale"}  # MegaScale's two columns, one paper
-# MLPerf Training's rounds (a stack each: mlperf-v3.0-gpt3, ...) are one code base's lineage (NVIDIA's NeMo-based
+# MLPerf Training's rounds (one stack, mlperf-training, a series each) are one code base's lineage (NVIDIA's NeMo-based
 # implementation), held out together so that no round is predicted from its siblings
 MLPERF = "mlperf-training"
 NOISE_REPS = 20

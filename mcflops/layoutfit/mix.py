@@ -100,7 +100,8 @@ class Data:
         k_max = max(len(r.mix) for r in rs)
         padded = [list(r.mix) + [r.mix[0]] * (k_max - len(r.mix)) for r in rs]
         col["weight"] = [[1.0 / len(r.mix)] * len(r.mix) + [0.0] * (k_max - len(r.mix)) for r in rs]
-        for name, of in (("rho", "rho"), ("g", "g"), ("busy", "busy"), ("beta", "bubble"), ("S", "straggler_scale")):
+        for name, of in (("rho", "rho"), ("g", "g"), ("busy", "busy"), ("beta", "bubble"), ("S", "straggler_scale"),
+                         ("ew", "ew")):
             col[name] = [[getattr(t, of) for t in mix] for mix in padded]
         for k in CLASSES:  # each class's time over T0, its window's share of compute, and whether it overlaps
             col[f"c_{k}"] = [[t.comm[k] / t.t0 for t in mix] for mix in padded]
@@ -110,11 +111,12 @@ class Data:
         return Data(fams, sts, arr, tuple(str(getattr(r, "unit", "")) for r in rs), ser)
 
 
-def step_over_t0(xp, a: Mapping[str, Any], eta, x_tp, x_dp):
+def step_over_t0(xp, a: Mapping[str, Any], eta, x_tp, x_dp, lam=0.0):
     """(T_c (1 + beta) + X) / T0 of each row and component (``xp``: numpy or jax.numpy): the arithmetic of
     :func:`mcflops.layout.factors` on arrays that broadcast, the overlap flags choosing per element between the
-    exposed and the whole time."""
-    tc = a["rho"] / (eta * a["g"] * a["busy"])
+    exposed and the whole time; ``lam`` the elementwise multiplier (the memory-bound time lam E beside the GEMMs',
+    repeated by the recompute as they are)."""
+    tc = a["rho"] * (1.0 / (eta * a["g"]) + lam * a.get("ew", 0.0)) / a["busy"]
     mult = {"tp_comm": x_tp, "dp_comm": x_dp}
     x = 0.0
     for k in CLASSES:
@@ -129,13 +131,14 @@ def by_component(a: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v if v.ndim == 2 else v[:, None] for k, v in a.items()}
 
 
-def mfu_model(a: Mapping[str, Any], logit_eta, log_tp, log_dp, log_cv):
+def mfu_model(a: Mapping[str, Any], logit_eta, log_tp, log_dp, log_cv, log_ew=None):
     """The model MFU (true FLOPs) of each row and component (rows x K), in jax.numpy; the parameters per row."""
     import jax.numpy as jnp
 
     b = by_component(a)
     eta = 1.0 / (1.0 + jnp.exp(-logit_eta))
-    step = step_over_t0(jnp, b, eta[:, None], jnp.exp(log_tp)[:, None], jnp.exp(log_dp)[:, None])
+    lam = 0.0 if log_ew is None else jnp.exp(log_ew)
+    step = step_over_t0(jnp, b, eta[:, None], jnp.exp(log_tp)[:, None], jnp.exp(log_dp)[:, None], lam)
     return 1.0 / step / (1.0 + jnp.exp(log_cv) * b["S"])
 
 

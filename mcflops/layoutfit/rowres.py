@@ -87,7 +87,8 @@ def log_model(f, draws: np.ndarray) -> np.ndarray:
     x = {p: np.exp(s[f"mu_log_{p}"][draws, None] + s[f"tau_stack_{p}"][draws, None] * s[f"z_stack_{p}"][draws][:, st])
          for p in ("tp_comm", "dp_comm")}
     eta = 1.0 / (1.0 + np.exp(-logit))
-    step = step_over_t0(np, b, eta[..., None], x["tp_comm"][..., None], x["dp_comm"][..., None])
+    lam = np.exp(s["mu_log_elementwise"][draws])[:, None, None] if "mu_log_elementwise" in s else 0.0
+    step = step_over_t0(np, b, eta[..., None], x["tp_comm"][..., None], x["dp_comm"][..., None], lam)
     cv = np.exp(s["mu_log_straggler_cv"][draws])[:, None, None]
     return -np.log(step) - np.log1p(cv * b["S"])
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from mcflops.plots import style
 
-LABELS = {"gemm": "GEMM\nefficiency", "experts": "expert\nimbalance", "recompute": "recompute", "pipeline": "pipeline\nbubble",
+LABELS = {"gemm": "GEMM\nefficiency", "memory": "memory-\nbound ops", "experts": "expert\nimbalance", "recompute": "recompute", "pipeline": "pipeline\nbubble",
           "communication": "exposed\ncomm.", "stragglers": "stragglers", "counting": "FLOPs not\ncounted",
           "goodput": "downtime"}
 

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 from mcflops import chain
 from mcflops import hardware as catalogue
 from mcflops.errors import kind
+from mcflops.layout.model import ELEMENTWISE
 from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
     load_fit, overlap_defaults, problem
 from mcflops.layout.fit import accelerator_priors, stack_entry, stack_names
@@ -135,9 +136,11 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     if bad is not None:
         raise err(f"layout: {bad[1]}", lay, bad[0] if bad[0] in lay else None)
 
-    for k in ("nvlink_gb_s", "nvlink_domain", "network_gb_s", *(("hbm_gb_s",) if moe else ())):
+    for k in ("nvlink_gb_s", "nvlink_domain", "network_gb_s", "hbm_gb_s"):
         if k not in vals:
             v = getattr(acc, k, None)
+            if v is None and k == "hbm_gb_s" and not moe:  # a dense model's memory-bound term is left out (a caveat)
+                continue
             if v is None:
                 raise err(f"layout: the catalogue has no {k} for {acc.id}; give layout.{k}", lay, None)
             layout = dataclasses.replace(layout, **{k: v})
@@ -151,7 +154,8 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     n_med = median(priors["params"]) if priors.get("params") is not None else None
     counting = conv.per_token(arch, n_med) / counts.training_flops_per_token
     prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id, unknown,
-                        row_sigma=_residual(node, here, stack), caveats=_caveats(node, acc.id, hardware.precision, stack),
+                        row_sigma=_residual(node, here, stack),
+                        caveats=_caveats(node, acc.id, hardware.precision, stack, layout.hbm_gb_s is None),
                         stack=stack)
     if mixed:
         mem_of = prior.memory_of()
@@ -187,14 +191,21 @@ def _stack(node: Mapping, here: Fields) -> str | None:
     return x
 
 
-def _caveats(node: Mapping, acc_id: str, precision: str | None, stack: str | None = None) -> tuple[str, ...]:
+def _caveats(node: Mapping, acc_id: str, precision: str | None, stack: str | None = None,
+             no_hbm: bool = False) -> tuple[str, ...]:
     """What the shipped priors cannot say for this file: an FP8 run on an accelerator whose FP8 GEMM efficiency the
-    fit does not export (for the file's stack, or a new one) reads the BF16 family's against the FP8 peak."""
+    fit does not export (for the file's stack, or a new one) reads the BF16 family's against the FP8 peak; an
+    accelerator without an HBM bandwidth leaves the memory-bound operations' time out."""
+    out = []
     gemm_given = isinstance(node.get("efficiency"), Mapping) and "gemm" in node["efficiency"]
     if precision == "fp8" and not gemm_given and f"{acc_id}/fp8" not in stack_entry(load_fit(), stack)["accelerator"]:
-        return (f"layout: GEMM efficiency on {acc_id} in fp8 is the shipped BF16 prior taken against the FP8 peak: "
-                "the fit exports no FP8 GEMM efficiency for it; state efficiency.gemm for an FP8 run to set it",)
-    return ()
+        out.append(f"layout: GEMM efficiency on {acc_id} in fp8 is the shipped BF16 prior taken against the FP8 peak: "
+                   "the fit exports no FP8 GEMM efficiency for it; state efficiency.gemm for an FP8 run to set it")
+    if no_hbm:
+        out.append(f"layout: the catalogue has no HBM bandwidth for {acc_id}, so the memory-bound operations' time "
+                   "(normalisation, activations, residual adds) is left out and the MFU reads high; give "
+                   "layout.hbm_gb_s to include it")
+    return tuple(out)
 
 
 def _residual(node: Mapping, here: Fields, stack: str | None = None) -> float:
@@ -216,9 +227,12 @@ def _efficiency(node: Mapping, here: Fields, acc_id: str, moe: bool = False, pre
     fit = stack_entry(load_fit(), stack)
     # the MoE priors: the fit's where it has them, else the module's first-principles ones (mcflops.layout.moe)
     defaults = {**(MOE_PRIORS if moe else {}), **fit["default"], **accelerator_priors(fit, acc_id, precision)}
-    names = (*PARAMS, *(MOE_PARAMS if moe else ()))
+    names = (*PARAMS, ELEMENTWISE, *(MOE_PARAMS if moe else ()))
     fit_where = Fields(_FIT_PATH)
-    out = {p: parse_dist(defaults[p], f"layout_fit.{p}", fit_where, defaults, p) for p in names}
+    # the elementwise multiplier where the shipped fit has one (a fit from before the term has none: the model then
+    # leaves the memory-bound time out, unless the file states it)
+    out = {p: parse_dist(defaults[p], f"layout_fit.{p}", fit_where, defaults, p) for p in names
+           if p != ELEMENTWISE or p in defaults}
     out = {p: dataclasses.replace(d, source=defaults[p].get("source")) for p, d in out.items()}
     if "efficiency" in node:
         eff = here.mapping(node, "efficiency", expected="efficiency: {" + ", ".join(names) + "}", got=False)

@@ -210,3 +210,44 @@ def test_gemm_efficiency_slope_is_linear_in_logit_of_the_largest_gemms_size():
     big = terms(Layout(tp=2, pp=8, micro_batch=8, global_batch=1536, nvlink_gb_s=300, nvlink_domain=8,
                        network_gb_s=25), shape, c, 312e12, 1536)
     assert factors(big, d)["gemm"][1] > factors(small, d)["gemm"][1]
+
+
+@pytest.mark.parametrize("tp,sp", [(1, True), (8, True), (8, False)])
+def test_elementwise_share_is_korthikantis_activation_count_over_the_flops(tp, sp):
+    """E for GPT-3 175B (a 4h MLP, no gate) by hand: Korthikanti et al. 2022 Table 2 counts 34 s b h bytes per layer,
+    split over tp with sequence parallelism, (10 + 24 / tp) s b h without it; E is those bytes at the HBM bandwidth
+    over the rank's share of the training FLOPs at peak."""
+    from mcflops.layout.model import elementwise_share
+
+    shape = Shape(layers=96, d_model=12288, heads=96, vocab=51200, seq_len=2048, ffn=4 * 12288, glu=False)
+    c = counts(shape)
+    h, peak, bw = 12288, 989.4e12, 3350e9
+    per_rank = 34 * h / tp if sp else (10 + 24 / tp) * h
+    want = (96 * per_rank / bw) / (c.training_flops_per_token / tp / peak)
+    lay = Layout(tp=tp, sequence_parallel=sp)
+    assert elementwise_share(shape, lay, c.training_flops_per_token, peak, bw) == pytest.approx(want, rel=1e-12)
+    # the term falls as 1 / h: half the width, about twice the share (the FLOPs' attention part aside)
+    half = Shape(layers=96, d_model=6144, heads=48, vocab=51200, seq_len=2048, ffn=4 * 6144, glu=False)
+    ratio = elementwise_share(half, lay, counts(half).training_flops_per_token, peak, bw) / want
+    assert 1.8 < ratio < 2.1
+
+
+def test_memory_bound_time_adds_to_the_gemms_and_is_its_own_factor():
+    shape = Shape(layers=126, d_model=16384, heads=128, vocab=128256, seq_len=8192, kv_heads=8, ffn=53248)
+    lay = Layout(tp=8, pp=16, global_batch=2048, nvlink_gb_s=450, nvlink_domain=8, network_gb_s=50, hbm_gb_s=3350)
+    tm = terms(lay, shape, counts(shape), 989.4e12, 16384)
+    assert tm.ew > 0
+    d = {"gemm": np.array([0.7]), "tp_comm": np.array([0.5]), "dp_comm": np.array([0.2]), "ep_comm": np.array([1.0]),
+         "straggler_cv": np.array([0.01]), "elementwise": np.array([12.0])}
+    # by hand: the compute time is the GEMMs' at eta g plus the memory-bound time 12 E, both per unit of T0 rho
+    t_c = tm.t0 * tm.rho * (1 / (0.7 * tm.g) + 12.0 * tm.ew)
+    x = 0.5 * (tm.comm["tp"] + tm.comm["cp"]) + 0.2 * (tm.comm["dp_fwd"] + tm.comm["dp_bwd"] + tm.comm["pp"])
+    step = (t_c * (1 + tm.bubble) + x) * (1 + 0.01 * tm.straggler_scale)
+    assert mfu(tm, d)[0] == pytest.approx(tm.t0 / step, rel=1e-12)
+    f = factors(tm, d)
+    assert f["memory"][0] == pytest.approx(1 / (1 + 0.7 * tm.g * 12.0 * tm.ew), rel=1e-12)
+    # without the multiplier, or without a bandwidth, the model before the term
+    assert "memory" not in factors(tm, {k: v for k, v in d.items() if k != "elementwise"})
+    bare = terms(Layout(tp=8, pp=16, global_batch=2048, nvlink_gb_s=450, nvlink_domain=8, network_gb_s=50), shape,
+                 counts(shape), 989.4e12, 16384)
+    assert bare.ew == 0.0 and "memory" not in factors(bare, d)
