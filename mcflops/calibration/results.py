@@ -14,12 +14,12 @@ from mcflops.calibration.export import export as export_fit
 from mcflops.calibration.export import fit_summary
 from mcflops.calibration.model import Config, fit
 from mcflops.calibration.runs import Runs, load_runs
-from mcflops.calibration.select import compare as compare_models
+from mcflops.calibration.select import COVERAGE, compare as compare_models
 from mcflops.calibration.validate import validate
 
 # the population prior's targets on the grouped splits: 90% coverage at least this on each, and a CRPS below
 # both the constant's and the per-generation baseline's on at least GROUPED_WINS of them
-GROUPED_SPLITS, GROUPED_COVERAGE, GROUPED_WINS = ("org", "generation", "time"), 0.85, 2
+GROUPED_SPLITS, GROUPED_COVERAGE, GROUPED_WINS = ("org", "generation", "time"), COVERAGE, 2
 # per split, for the model: (key, op, value); "beats" compares the CRPS with every baseline's
 TARGETS = (("coverage_90", "in", (0.85, 0.95)), ("median_abs_log_error", "<=", 0.20),
            ("median_p95_over_p5", "<=", 3.0), ("crps", "beats", "every baseline"))

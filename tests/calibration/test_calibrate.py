@@ -130,8 +130,9 @@ def _spec(mfu, **top):
 
 def test_calibrated_prior_is_the_predictive_of_the_shipped_draws():
     """The prior's p5/p50/p95 against a plain Monte Carlo of the predictive from the shipped draws:
-    u = sigmoid(alpha + x.beta + a_org[Meta] + a_acc[hopper] + tau e) x exp(sigma e2), e normal or
-    Student-t as the fit's run effects; 400k draws, a
+    u = sigmoid(alpha + x.beta + a_org[Meta] + a_acc[hopper] + a_year[newest] + tau e) x exp(sigma e2), e normal or
+    Student-t as the fit's run effects, a_year the drift's level of the newest fitted year (an undated run's, with no
+    year past it); 400k draws, a
     quantile's standard error ~6e-4 in log u; tolerance 6e-3 (4 SE + the quadrature's 3e-3)."""
     from tests.oracles import scipy_dist
 
@@ -147,6 +148,8 @@ def test_calibrated_prior_is_the_predictive_of_the_shipped_draws():
     org = dr["a_org"][i, fit["orgs"].index("Meta")] if "a_org" in dr else 0.0  # the shipped model may have none
     logit = dr["alpha"][i] + dr["beta"][i] @ x + org \
         + dr["a_acc"][i, fit["families"].index("hopper")] + dr["tau"][i] * run_effect(n)
+    if "a_year" in dr:  # the drift over publication years: the newest fitted year's level
+        logit = logit + dr["a_year"][i, len(fit["years"]) - 1]
     log_u = -np.logaddexp(0.0, -logit) + dr["sigma"][i, 0] * rng.standard_normal(n)
     probs = [0.05, 0.5, 0.95]
     np.testing.assert_allclose(np.log(scipy_dist(d).ppf(probs)), np.quantile(log_u, probs), atol=6e-3)

@@ -91,7 +91,16 @@ def test_calibrated_year_is_a_calendar_year_or_one_clear_error(tmp_path, year, o
     f = tmp_path / "p.yaml"
     f.write_text(src.replace("    calibrated: true\n", f"    calibrated: {{year: {year}}}\n"))
     if ok:
-        assert "2027 does not move the prior" in load_spec(f).priors["mfu"].source
+        # the shipped fit has the drift: a run dated past the newest year with published runs is wider than an
+        # undated one (which starts from that year's level with none added), and its source says by how many years
+        from mcflops.priors.quantiles import ppf
+
+        dated = load_spec(f).priors["mfu"]
+        undated = load_spec((Path(__file__).resolve().parents[2] / "priors/examples/dense70b-h100.yaml")).priors["mfu"]
+        last = max(calibrated.load_fit()["years"])
+        assert f"dated 2027, {2027 - last} year" in dated.source and "the drift's spread" in dated.source
+        width = [float(np.log(ppf(d, 0.95) / ppf(d, 0.05))) for d in (dated, undated)]
+        assert width[0] > width[1]
     else:
         with pytest.raises(SpecError, match="year: the calendar year"):
             load_spec(f)

@@ -135,3 +135,23 @@ def test_a_given_org_or_moe_that_the_fit_cannot_use_is_said_not_to_move_the_prio
     if "a_org" not in fit["draws"] and "moe" not in fit["covariates"]:
         np.testing.assert_array_equal(u, u0)
         assert "DeepSeek does not move the prior" in text and "MoE does not move the prior" in text
+
+
+def test_a_tie_on_the_crps_goes_to_calibration_then_to_the_simpler():
+    """The rule by hand (calibration.select): the lowest CRPS wins outright beyond the tie margin; within it, the
+    candidate whose worst grouped split falls least short of 0.85 coverage; equal shortfalls, the first listed."""
+    def row(name, crps, *cov):
+        return {"candidate": name, "crps": crps,
+                "splits": {k: {"coverage_90": c, "crps": crps} for k, c in zip(select.GROUPED, cov)}}
+
+    tied = [row("simple", 0.2496, 0.88, 0.86, 0.71), row("drift", 0.2492, 0.88, 0.90, 0.83),
+            row("moe", 0.2499, 0.88, 0.86, 0.70)]
+    assert select.choose(tied)["candidate"] == "drift"
+    assert [r["chosen"] for r in tied] == [False, True, False]
+    # beyond the margin the CRPS decides, however calibrated the other is
+    apart = [row("simple", 0.2430, 0.88, 0.86, 0.71), row("drift", 0.2492, 0.90, 0.90, 0.90)]
+    assert select.choose(apart)["candidate"] == "simple"
+    # both calibrated (no shortfall): the simpler, listed first
+    both = [row("simple", 0.2496, 0.88, 0.86, 0.86), row("drift", 0.2492, 0.90, 0.90, 0.90)]
+    assert select.choose(both)["candidate"] == "simple"
+    assert select.shortfall(tied[0]) == pytest.approx(0.85 - 0.71)
