@@ -22,7 +22,7 @@ equally often, in a fixed random order independent of the flags' and the efficie
 The run's own residual (``row_sigma``: the part of the layout fit's residual a run does not share with the same
 model's other configurations on its stack; mcflops.layoutfit.rowres) is the last: each draw's GEMM efficiency moved by row_sigma x a
 Student-t(ROW_DF) draw of a fixed stream of its own, folded in to first order as the fit's shared part is
-(logit eta + row_sigma t / (1 - eta); mcflops.layoutfit.fit.predictive). The efficiency draws without it
+(logit eta + row_sigma t / (1 - eta); mcflops.layoutfit.predictive.predictive). The efficiency draws without it
 (:meth:`LayoutPrior.draws`) are what every layout and count shares and what a pilot conditions; the MFU a prior
 reports (:meth:`LayoutPrior.at`) carries it. At row_sigma 0 every draw is as before.
 """

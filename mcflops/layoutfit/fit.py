@@ -22,11 +22,11 @@ A series j (one table of one source: a model family on one cluster and build, in
 term: a new table of a known stack differs from the stack's other tables by more than the rows of one table
 differ from each other (benchmarks/RESULTS.md, "series out, stack kept", before the term), and a pilot measures
 exactly that term of its production run. A new run is a new series, whether its file names a fitted stack or not
-(:func:`predictive` draws the term afresh).
+(:func:`mcflops.layoutfit.predictive.predictive` draws the term afresh).
 
 Stacks differ in how well the terms describe them (benchmarks/RESULTS.md: llm-foundry's scale is several times the
 Megatron and MegaScale stacks'), so each has its own: a file that states a fitted stack gets that stack's effects
-and residual (:func:`predictive` with ``stack``), a new stack draws both.
+and residual (:func:`mcflops.layoutfit.predictive.predictive` with ``stack``), a new stack draws both.
 
 (:mod:`mcflops.layout.model` for each term.) ``ep_comm`` does not enter: no benchmark row is a mixture of
 experts, so its starting prior ships unchanged. FP8 rows are their own family (utilisation of the FP8 peak is a
@@ -375,51 +375,3 @@ def stack_sigma(f: Fit, stk: str | None, rng=None) -> np.ndarray:
         return fitted[:, f.data.stacks.index(stk)]
     own = s["sigma_obs"] * np.exp(s["tau_sigma"] * (rng or generator(ROW_SEED)).standard_normal(len(s["sigma_obs"])))
     return np.hypot(own, FLOOR)  # the scale the likelihood reads (the model's floor in quadrature)
-
-
-def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0,
-               stack: str | None = None) -> dict[str, np.ndarray]:
-    """Draws of the efficiency parameters for a NEW run on family ``fam`` (None: a new family) and a NEW stack, or
-    on the fitted stack ``stack`` (its effects and residual scale as fitted).
-
-    The run's residual (Student-t) is carried into the GEMM efficiency, to first order
-    (d log eta = (1 - eta) d logit eta), so the MFU prior's width holds what the terms do not explain: its part
-    shared by one model's configurations on one stack (rowres), sqrt(sigma_obs^2 - row_sigma^2) (all of sigma_obs at ``row_sigma`` 0), which every
-    layout drawn from these draws shares; the row's own part (``row_sigma``, :mod:`mcflops.layoutfit.rowres`) the
-    layout prior draws afresh for each run (mcflops.layout.LayoutPrior.row_sigma)."""
-    from mcflops.layoutfit.rowres import shared_scale
-
-    s, rng = f.samples, generator(seed)
-    n = len(s["mu_gemm"])
-    known = stack in f.data.stacks
-    if stack is not None and not known:
-        raise ValueError(f"the fit has no stack {stack!r} (it has {', '.join(f.data.stacks)})")
-    k = f.data.stacks.index(stack) if known else None
-    # a new family's and stack's effects are drawn in the order they always were (family, gemm, the residual, tp,
-    # dp; the stack's scale from a stream of its own), so that a fit without per-stack scales exports as before
-    fz = s["z_family"][:, f.data.families.index(fam)] if fam in f.data.families else rng.standard_normal(n)
-    zg = s["z_stack_gemm"][:, k] if known else rng.standard_normal(n)
-    # a new run is a new series, of a fitted stack or a new one (its effect from a stream of its own)
-    logit = s["mu_gemm"] + s["tau_family"] * fz + s["tau_stack_gemm"] * zg + series_effect(f, None, generator(seed + 2))
-    eta = 1 / (1 + np.exp(-logit))
-    sig = stack_sigma(f, stack, generator(seed + 1))
-    shared = sig if row_sigma == 0 else shared_scale(sig, row_sigma)
-    logit = logit + shared * rng.standard_t(DF, n) / (1 - eta)
-    z = {p: s[f"z_stack_{p}"][:, k] if known else rng.standard_normal(n) for p in ("tp_comm", "dp_comm")}
-    return {"gemm": 1 / (1 + np.exp(-logit)),
-            "tp_comm": np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * z["tp_comm"]),
-            "dp_comm": np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * z["dp_comm"]),
-            "straggler_cv": np.exp(s["mu_log_straggler_cv"]),
-            **({"elementwise": np.exp(s["mu_log_elementwise"])} if "mu_log_elementwise" in s else {})}
-
-
-def marginals(draws: Mapping[str, np.ndarray], source: str) -> dict[str, dict[str, Any]]:
-    """Each parameter's marginal as the grammar reads it: beta {mean, sd} for gemm, lognormal [p5, p95] else."""
-    g = draws["gemm"]
-    out = {"gemm": {"beta": {"mean": round(float(np.mean(g)), 4), "sd": round(float(np.std(g)), 4)}, "source": source}}
-    for p in ("tp_comm", "dp_comm", "straggler_cv", "elementwise"):
-        if p not in draws:
-            continue
-        lo, hi = np.quantile(draws[p], [0.05, 0.95])
-        out[p] = {"lognormal": [float(f"{lo:.4g}"), float(f"{hi:.4g}")], "source": source}
-    return out

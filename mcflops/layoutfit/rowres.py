@@ -2,7 +2,7 @@
 pilot.
 
 The layout fit has one residual per row, Student-t(DF) of scale sigma_obs x the row's noise (:mod:`fit`), and the
-export folds it whole into the GEMM efficiency draws (:func:`mcflops.layoutfit.fit.predictive`), which every layout
+export folds it whole into the GEMM efficiency draws (:func:`mcflops.layoutfit.predictive.predictive`), which every layout
 of a prior shares. A pilot reweights those draws, so production inherited the pilot's residual: none of its own.
 But two configurations of one run share only part of what the terms miss. The unit that shares it is what a pilot
 and its production run have in common (:func:`mcflops.layoutfit.fit.unit`): one series' rows of one model on one

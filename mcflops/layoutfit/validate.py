@@ -26,6 +26,7 @@ from mcflops.layout.fit import accelerator_priors, stack_entry
 from mcflops.layoutfit import fit as lf
 from mcflops.layoutfit.data import LayoutRun, benchmark_rows, production_rows
 from mcflops.layoutfit.mix import draw_components, unknown_flags
+from mcflops.layoutfit.predictive import marginals, predictive
 
 SCHEMA = "layout_fit_v1"
 EP_SOURCE = ("not fitted: no benchmark row is a mixture of experts, so the rows say nothing about ep_comm; the "
@@ -69,17 +70,17 @@ def export(f: lf.Fit, command: str, seed: int = 0) -> dict[str, Any]:
 
     def priors(stack: str | None, row: float, src) -> tuple[dict[str, Any], dict[str, Any]]:
         """(default, accelerator) entries for a new stack (``stack`` None) or a fitted one."""
-        default = lf.marginals(lf.predictive(f, None, seed, row, stack), src("on an accelerator family not in the rows"))
+        default = marginals(predictive(f, None, seed, row, stack), src("on an accelerator family not in the rows"))
         default["ep_comm"] = {"lognormal": list(lf.STARTING_EP), "source": EP_SOURCE}
         accel: dict[str, Any] = {}
         for fam, ids in lf.FAMILIES.items():
             if fam in f.data.families:
-                g = lf.marginals(lf.predictive(f, fam, seed, row, stack), src(f"on {fam} ({', '.join(ids)})"))["gemm"]
+                g = marginals(predictive(f, fam, seed, row, stack), src(f"on {fam} ({', '.join(ids)})"))["gemm"]
                 accel.update({i: {"gemm": g} for i in ids})
             # the FP8 rows are a family of their own (lf.family): GEMM efficiency against the FP8 peak, which a file
             # in fp8 on these accelerators reads (mcflops.layout.fit.accelerator_priors), not the BF16 one
             if f"{fam}-fp8" in f.data.families:
-                g = lf.marginals(lf.predictive(f, f"{fam}-fp8", seed, row, stack),
+                g = marginals(predictive(f, f"{fam}-fp8", seed, row, stack),
                                  src(f"in FP8 on {fam} ({', '.join(ids)}), against the FP8 peak"))["gemm"]
                 accel.update({f"{i}/fp8": {"gemm": g} for i in ids})
         return {p: default[p] for p in (*PARAMS, ELEMENTWISE) if p in default}, accel

@@ -217,7 +217,7 @@ def test_elementwise_share_is_korthikantis_activation_count_over_the_flops(tp, s
     """E for GPT-3 175B (a 4h MLP, no gate) by hand: Korthikanti et al. 2022 Table 2 counts 34 s b h bytes per layer,
     split over tp with sequence parallelism, (10 + 24 / tp) s b h without it; E is those bytes at the HBM bandwidth
     over the rank's share of the training FLOPs at peak."""
-    from mcflops.layout.model import elementwise_share
+    from mcflops.layout.compute import elementwise_share
 
     shape = Shape(layers=96, d_model=12288, heads=96, vocab=51200, seq_len=2048, ffn=4 * 12288, glu=False)
     c = counts(shape)

@@ -14,6 +14,7 @@ from mcflops.chain import published_per_token as per_token
 from mcflops.layout import PARAMS, mfu
 from mcflops.layout.fit import FIT
 from mcflops.layoutfit import fit as lf
+from mcflops.layoutfit.predictive import predictive
 from mcflops.layoutfit.data import benchmark_rows, production_rows
 
 GPT175 = Shape(layers=96, d_model=12288, heads=128, vocab=64000, seq_len=2048, glu=False)
@@ -123,20 +124,21 @@ def test_fit_recovers_known_parameters():
     assert np.mean(checks["sigma s1"][0] > checks["sigma s0"][0]) > 0.95
     # a stated stack's predictive is its fitted effects (the same draws the rows are scored with); a new stack's
     # is wider than either stack's, drawing the stack effects and the residual scale afresh
-    known = lf.predictive(f, "a100", 0, 0.0, "s1")
+    known = predictive(f, "a100", 0, 0.0, "s1")
     assert np.array_equal(known["tp_comm"], checks["tp s1"][0])
-    new = lf.predictive(f, "a100", 0, 0.0)
+    new = predictive(f, "a100", 0, 0.0)
     for p in ("tp_comm", "gemm"):
         assert np.std(np.log(new[p])) > np.std(np.log(known[p])), p
     with pytest.raises(ValueError, match="no stack 's9'"):
-        lf.predictive(f, "a100", 0, 0.0, "s9")
+        predictive(f, "a100", 0, 0.0, "s9")
 
 
 def test_shipped_fit_parses_and_is_the_fit():
     from mcflops.layoutfit.validate import SCHEMA, efficiency_for, layout_prior
 
     doc = json.loads(FIT.read_text())
-    assert doc["schema"] == SCHEMA and set(doc["default"]) == set(PARAMS)
+    # the efficiency parameters and the memory-bound operations' multiplier the fit now has
+    assert doc["schema"] == SCHEMA and set(doc["default"]) == {*PARAMS, "elementwise"}
     assert "independent" in doc["status"] and "marginal" in doc["status"].lower()
     assert {"rows", "families", "stacks", "r_hat_max", "ess_min", "sigma_obs", "date", "command"} <= set(doc["fit"])
     assert doc["fit"]["r_hat_max"] < 1.05
@@ -154,7 +156,7 @@ def test_shipped_fit_parses_and_is_the_fit():
     from mcflops.spec import load_spec
 
     for name, entry in doc["stack"].items():
-        assert entry["rows"] > 0 and 0 < entry["residual"] and set(entry["default"]) == set(PARAMS)
+        assert entry["rows"] > 0 and 0 < entry["residual"] and set(entry["default"]) == {*PARAMS, "elementwise"}
         assert stack_entry(doc, name) is entry
     name = "megatron-core-2024"
     spec = load_spec({"name": "s", "hardware": {"accelerator": "h100-sxm", "count": 1024},

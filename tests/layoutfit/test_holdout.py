@@ -30,8 +30,9 @@ def test_partitions_are_disjoint_and_cover_the_rows(rows):
                            "mlperf-training", "torchtitan", "vtrain"}
     by = {r.id: r for r in rows}
     assert {by[i].stack for i in papers["megascale"]} == {"megascale", "megatron-on-megascale"}
-    # MLPerf Training's four rounds (a stack each) are one paper: no round is predicted from its siblings
-    assert {by[i].stack for i in papers["mlperf-training"]} == {f"mlperf-v{v}-gpt3" for v in ("3.0", "3.1", "4.0", "4.1")}
+    # MLPerf Training's four rounds (one stack, a series each) are one paper: no round is predicted from its siblings
+    assert {by[i].stack for i in papers["mlperf-training"]} == {"mlperf-training"}
+    assert {by[i].series for i in papers["mlperf-training"]} == {f"mlperf-v{v}-gpt3" for v in ("3.0", "3.1", "4.0", "4.1")}
     assert {i for g, m in ho.partition(rows, "generation").items() for i in m if g == "hopper"} == \
         {r.id for r in rows if r.family in ("hopper", "hopper-fp8")}
     fs = ho.folds(rows)
