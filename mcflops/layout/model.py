@@ -5,20 +5,21 @@ processes the global batch ``B`` sequences of ``s`` tokens in ``m = B / (dp b)``
 
     T0      = F B s / (n P)                           model FLOPs at peak (F: training FLOPs per token, causal
                                                       attention, counted from the architecture: mcflops.arch)
-    T_c     = T0 rho / (eta g u)                       compute: rho the recompute's hardware/model FLOPs,
+    T_c     = T0 rho (1 / (eta g) + lambda E) / u      compute: rho the recompute's hardware/model FLOPs,
                                                       eta the GEMM efficiency (a prior at 128 GFLOP, its
                                                       logit rising with the largest GEMM's log size at the
                                                       slope gemm_shape: gemm_efficiency), g the small
-                                                      GEMMs' share, u = min(1, m) the replicas with a
-                                                      micro-batch
+                                                      GEMMs' share, lambda E the memory-bound operations
+                                                      (elementwise_share, the multiplier a prior), u =
+                                                      min(1, m) the replicas with a micro-batch
     T_step  = (T_c (1 + beta) + X) (1 + q)             bubble beta, exposed communication X, stragglers q
     X       = sum_k  x_k C_k                 (class k on the critical path: not overlapped)
                    | h(x_k C_k - w_k T_c)    (overlapped with a window of compute w_k T_c: the hinge h below)
     MFU     = T0 / T_step
 
-so MFU is the product of five factors, the waterfall from peak to achieved FLOP/s:
+so MFU is the product of the factors, the waterfall from peak to achieved FLOP/s:
 
-    gemm = eta g,   recompute = 1 / rho,   pipeline = u / (1 + beta),
+    gemm = eta g,   memory = 1 / (1 + eta g lambda E),   recompute = 1 / rho,   pipeline = u / (1 + beta),
     communication = T_c (1 + beta) / (T_c (1 + beta) + X),   stragglers = 1 / (1 + q).
 
 Sources of each term, beside its formula below: the bubble (Narayanan et al. 2021, "Efficient Large-Scale
@@ -339,7 +340,8 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
 
 
 def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The five factors (arrays over the draws of :data:`PARAMS`); their product is the MFU (true FLOPs)."""
+    """The factors (arrays over the draws of :data:`PARAMS`; ``memory`` where the draws have the elementwise
+    multiplier, ``experts`` for a mixture of experts); their product is the MFU (true FLOPs)."""
     # a draws mapping without gemm_shape is the model before the shape's slope (kappa 0)
     kappa = np.asarray(draws.get("gemm_shape", 0.0), float)
     eta = gemm_efficiency(np, np.asarray(draws["gemm"], float), kappa, tm.log_op) * tm.g
