@@ -10,7 +10,7 @@ family f and software stack k (every effect partially pooled; non-centred but th
     logit eta_i = mu_gemm + tau_family z_f + tau_stack z_k + tau_series z_j    (GEMM efficiency of large GEMMs)
     log x_tp,i  = mu_tp + tau_tp z'_k,   log x_dp,i = mu_dp + tau_dp z''_k,   log cv = mu_cv
     MFU_i       = 1 / (tc (1 + beta) + X(x_tp, x_dp, tc)) / (1 + cv S),   tc = rho (1 / (eta g) + lambda E) / busy
-    log lambda  = mu_ew           (the memory-bound operations' multiplier on E, mcflops.layout.model.elementwise_share)
+    log lambda  = mu_ew           (the memory-bound operations' multiplier on E, mcflops.layout.compute.elementwise_share)
     X           = sum over classes of x C / T0, or its exposed part past the overlap window w tc
                   (:func:`mcflops.layout.communication_time`; the row's overlap flags say which)
     log sigma_k ~ Normal(log sigma_obs, tau_sigma)                      (each stack's residual scale, centred)
@@ -306,8 +306,8 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
         chain_method: str = "vectorized", held: Collection[str] = (), series: bool = True,
         elementwise: bool = True) -> Fit:
     """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter. Rows whose
-    id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others. ``series`` False:
-    without the series effect."""
+    id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others. ``series`` and
+    ``elementwise`` False: without the series term and the memory-bound multiplier (the model before them)."""
     import jax
     import jax.numpy as jnp
     from numpyro.diagnostics import summary
