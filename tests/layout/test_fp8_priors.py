@@ -38,3 +38,25 @@ def test_an_fp8_file_is_told_when_the_fit_has_no_fp8_gemm_efficiency():
     assert bool(caveat(_doc("fp8"))) is not shipped_has_fp8  # said exactly when the fit lacks the entry
     assert caveat(_doc("bf16")) == []
     assert caveat(_doc("fp8", {"gemm": {"beta": {"mean": 0.35, "sd": 0.05}}})) == []  # stated: nothing to say
+
+
+def test_an_accelerator_without_an_hbm_bandwidth_leaves_the_memory_bound_term_out_and_says_so(monkeypatch):
+    """The catalogue's HBM bandwidth is optional: a dense file on an entry without one loads, its waterfall has no
+    memory-bound factor and its notes say why; stating layout.hbm_gb_s brings the term back."""
+    import dataclasses
+
+    from mcflops import hardware
+
+    real = hardware.get
+    monkeypatch.setattr(hardware, "get", lambda name: dataclasses.replace(real(name), hbm_gb_s=None))
+
+    def load(extra=None):
+        doc = _doc("bf16")
+        doc["priors"]["mfu"]["layout"].update(extra or {})
+        lp = load_spec(doc).count_dependent["mfu"]
+        return [n for n in lp.notes() if "HBM bandwidth" in n], lp.factor_draws()
+
+    notes, f = load()
+    assert len(notes) == 1 and "layout.hbm_gb_s" in notes[0] and "memory" not in f
+    notes, f = load({"hbm_gb_s": 3350})
+    assert notes == [] and 0 < f["memory"].min() and f["memory"].max() < 1
