@@ -102,7 +102,7 @@ def choose(rows: list[dict[str, Any]]) -> dict[str, Any]:
     coverage shortfall, then the first listed."""
     best = min(r["crps"] for r in rows)
     tied = [r for r in rows if r["crps"] <= best + TIE]
-    pick = min(tied, key=lambda r: (round(shortfall(r), 9), tied.index(r)))
+    pick = min(tied, key=lambda r: round(shortfall(r), 9))  # min keeps the first listed among equals
     for r in rows:
         r["chosen"] = r is pick
     return pick
