@@ -143,7 +143,7 @@ class Terms:
     straggler_scale: float  # sqrt(2 ln n): q = cv x this
     detail: Mapping[str, Any] = field(default_factory=dict)
     log_op: float = 0.0  # log(largest GEMM's FLOPs / GEMM_REF): gemm_shape's lever
-    ew: float = 0.0  # E, the memory-bound operations' time at full HBM bandwidth over the GEMMs' at peak (elementwise_share)
+    ew: float = 0.0  # E: memory-bound operations' time at full HBM bandwidth over the GEMMs' at peak (elementwise_share)
     moe: Any = None  # mcflops.layout.moe.MoETerms for a mixture of experts (None: dense)
 
 

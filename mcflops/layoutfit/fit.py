@@ -66,7 +66,9 @@ FAMILIES = {"hopper": ("h100-sxm", "h100-pcie", "h800", "h200"), "a100": ("a100"
 # a part whose memory differs from the catalogue entry's (a row's memory_gb) and whose HBM bandwidth does too: NVIDIA
 # A100 Tensor Core GPU datasheet (2021), A100 40GB SXM 1,555 GB/s against the 80GB part's 2,039
 PART_HBM = {("a100", 40.0): 1555.0}
-STARTING_EW = (1.0, 30.0)  # the elementwise multiplier's 90% prior: bytes moved per activation byte stored (5x: written, read back, the gradient's read and write; unfused chains more)
+# the elementwise multiplier's 90% prior: bytes moved per activation byte stored (about 5: written, read back, the
+# gradient's read and write; unfused chains of kernels more)
+STARTING_EW = (1.0, 30.0)
 STARTING_EP = (0.2, 1.5)  # ep_comm's starting prior (layout_fit.json before the fit), kept
 # exposed communication's multipliers start near 1: overlap is in the terms now, so x is the time at the link's
 # rate over the time taken (NCCL's bus bandwidth is 70-90% of the link's: x 1.1-1.4), below 1 for any overlap

@@ -73,7 +73,8 @@ def stack_scales(samples: Mapping[str, np.ndarray]) -> np.ndarray | None:
 class Data:
     """The rows as arrays for the model, with the family, stack and series names of their indices. Per row: ``fam``,
     ``stack``, ``series``, ``log_y``, ``noise`` (shape rows; and ``fit`` where rows are held out); per row and component
-    (shape rows x K): ``rho``, ``g``, ``busy``, ``beta``, ``S``, the memory-bound share ``ew`` (E), each class's time over T0 ``c_<class>``, its
+    (shape rows x K): ``rho``, ``g``, ``busy``, ``beta``, ``S``, the memory-bound share ``ew`` (E), each class's time
+    over T0 ``c_<class>``, its
     window ``w_<class>``, whether it overlaps ``o_<class>``, and the component's ``weight`` (weights sum to 1
     over K)."""
 

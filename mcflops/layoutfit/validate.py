@@ -20,8 +20,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from mcflops.layout import OVERLAP_FLAGS, PARAMS
-from mcflops.layout.model import ELEMENTWISE
+from mcflops.layout import ELEMENTWISE, OVERLAP_FLAGS, PARAMS
 from mcflops.layout.fit import accelerator_priors, stack_entry
 from mcflops.layoutfit import fit as lf
 from mcflops.layoutfit.data import LayoutRun, benchmark_rows, production_rows

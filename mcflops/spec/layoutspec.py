@@ -26,8 +26,7 @@ from typing import Any, Mapping
 from mcflops import chain
 from mcflops import hardware as catalogue
 from mcflops.errors import kind
-from mcflops.layout.model import ELEMENTWISE
-from mcflops.layout import ACTIVATION_ERROR, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
+from mcflops.layout import ACTIVATION_ERROR, ELEMENTWISE, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
     load_fit, overlap_defaults, problem
 from mcflops.layout.fit import accelerator_priors, stack_entry, stack_names
 from mcflops.layout.moe import MOE_FLAGS, MOE_KEYS, MOE_PARAMS, PRIORS as MOE_PRIORS, ROUTERS

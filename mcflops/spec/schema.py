@@ -163,8 +163,7 @@ def _recipes() -> dict[str, Any]:
 
 def _layout() -> dict[str, Any]:
     """``mfu: {layout: {...}, efficiency: {...}, source: ...}`` (mcflops.spec.layoutspec)."""
-    from mcflops.layout import OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, load_fit
-    from mcflops.layout.model import ELEMENTWISE
+    from mcflops.layout import ELEMENTWISE, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, load_fit
     from mcflops.layout.fit import stack_names
     from mcflops.spec.layoutspec import FLOAT_KEYS, INT_KEYS
 
