@@ -244,9 +244,11 @@ def _texts(cell) -> list[str]:
 
 
 def _words(text: str) -> str:
+    """The text with its numbers as # and without whitespace: NumPy pads an array's numbers to one width, so
+    the spaces move with the digits (``array([#, # , #])`` on one build, ``array([#, #, #])`` on another)."""
     import re
 
-    return re.sub(_NUM, "#", text)
+    return re.sub(r"\s+", "", re.sub(_NUM, "#", text))
 
 
 def _numbers(text: str) -> list[float]:

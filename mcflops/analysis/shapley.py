@@ -164,13 +164,17 @@ def shapley_effects(sums: Mapping[str, Any], row: int = 0) -> dict[str, Any]:
         nan = np.full(d, np.nan)
         return {"effect": nan, "se": nan, "cov": np.full((d, d), np.nan), "variance": float(V)}
     est = qbar[:d] / V
-    G = np.zeros((d, d + 1))
-    G[np.arange(d), np.arange(d)] = 1.0 / V
-    G[:, d] = -qbar[:d] / V**2
+    # The delta method on the d numerators alone: per draw sum_i (W v)_i = v_all (efficiency holds for any cost
+    # function, so W's rows sum to the full set's column), hence est_i = m_i / sum_j m_j and
+    # d est_i / d m_j = (delta_ij - est_i) / V. Written with v_all as a coordinate of its own, the se of an
+    # effect near 1 is the difference of two nearly equal terms of float32 sums (Var(m_i) - 2 Cov(m_i, v_all)
+    # + Var(v_all), with m_i ~ v_all), and came out as rounding noise (12% apart between two builds of XLA);
+    # here it is the variance of the other inputs' numerators, with nothing to cancel.
+    G = (np.eye(d) - est[:, None]) / V
     # an output spread over tens of orders of magnitude overflows entries of the second moments (inf in sigma,
     # met by a zero of G): a standard error that this leaves NaN is null in summary.json, not NumPy's warning
     with np.errstate(invalid="ignore", over="ignore"):
-        cov = G @ sigma @ G.T / n  # delta method: Var(g(qbar)) = G Sigma G^T / n
+        cov = G @ sigma[:d, :d] @ G.T / n  # delta method: Var(g(qbar)) = G Sigma G^T / n
         se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     return {"effect": est, "se": se, "cov": cov, "variance": float(V)}
 

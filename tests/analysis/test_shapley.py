@@ -7,6 +7,7 @@ two-sided normal false-failure rate of 6e-5 per comparison), with fixed keys.
 
 import itertools
 import math
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -191,3 +192,20 @@ def test_one_input_and_too_many():
     np.testing.assert_allclose(ix["effect"], [1.0])
     with pytest.raises(ValueError, match="1 to"):
         sh.shapley_sums(jax.random.key(0), linear, None, tuple("abcdefghijk"), np.eye(11), 1024)
+
+
+def test_a_dominant_input_has_its_complements_standard_error():
+    """Shapley effects sum to one, so the effect of an input that carries nearly all the variance is one minus
+    the others' and has their standard error. DeepSeek-V3's prior is such a case (MFU 0.9998 of log GPU-hours,
+    tokens the rest, price none): with the full set's variance as a coordinate of its own, the delta method took
+    MFU's se as a near-cancelling difference of float32 sums, 0.1% off the complement's on one build of XLA and
+    12% on another. The complement here is tokens plus price, whose own se is 2e-6 of tokens': 1e-4 leaves 50x."""
+    m = model_mod.build_model(mcflops.load_spec(Path(__file__).resolve().parents[2] / "priors" / "deepseek-v3.yaml"))
+    out = sh.shapley(jax.random.key(0), m, "gpu_hours")
+    i = {n: out["names"].index(n) for n in ("mfu", "tokens", "price")}
+    for scale in ("log", "linear"):
+        ix = out[scale]
+        assert ix["effect"][i["mfu"]] > 0.999
+        assert abs(ix["effect"][i["price"]]) < K * ix["se"][i["price"]] + 1e-9
+        assert ix["se"][i["price"]] < 1e-4 * ix["se"][i["tokens"]]
+        np.testing.assert_allclose(ix["se"][i["mfu"]], ix["se"][i["tokens"]], rtol=1e-4)

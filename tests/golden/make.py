@@ -17,11 +17,12 @@ ROOT = HERE.parents[1]
 SAMPLES = 100_000  # enough for every posterior to be importance sampling or NUTS as at full size, cheap to rerun
 
 
-def summary(path: Path) -> dict:
-    """summary.json of `mcflops run path --samples SAMPLES` (the CLI's computation, without the files)."""
+def summary(path: Path, seed: int | None = None) -> dict:
+    """summary.json of `mcflops run path --samples SAMPLES` (the CLI's computation, without the files); ``seed``
+    in place of the file's."""
     import mcflops
 
-    res = mcflops.run(path, samples=SAMPLES, sensitivity=True)
+    res = mcflops.run(path, samples=SAMPLES, sensitivity=True, seed=seed)
     return res.to_dict()
 
 

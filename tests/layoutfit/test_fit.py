@@ -123,12 +123,17 @@ def test_fit_recovers_known_parameters():
     assert np.mean(checks["gemm s1a"][0] > checks["gemm s0a"][0]) > 0.95
     assert np.mean(checks["sigma s1"][0] > checks["sigma s0"][0]) > 0.95
     # a stated stack's predictive is its fitted effects (the same draws the rows are scored with); a new stack's
-    # is wider than either stack's, drawing the stack effects and the residual scale afresh
+    # draws its effects afresh: (log draw - mu) / tau is a standard normal, independent of every fitted stack's
+    # z (4 standard errors each at n draws: sd(sample sd) = 1 / sqrt(2n), sd(r) = 1 / sqrt(n))
     known = predictive(f, "a100", 0, 0.0, "s1")
     assert np.array_equal(known["tp_comm"], checks["tp s1"][0])
     new = predictive(f, "a100", 0, 0.0)
-    for p in ("tp_comm", "gemm"):
-        assert np.std(np.log(new[p])) > np.std(np.log(known[p])), p
+    n = len(s["mu_gemm"])
+    for p in ("tp_comm", "dp_comm"):
+        z = (np.log(new[p]) - s[f"mu_log_{p}"]) / s[f"tau_stack_{p}"]
+        assert abs(np.std(z) - 1) < 4 / math.sqrt(2 * n), p
+        for st in ("s0", "s1"):
+            assert abs(np.corrcoef(z, s[f"z_stack_{p}"][:, k[st]])[0, 1]) < 4 / math.sqrt(n), (p, st)
     with pytest.raises(ValueError, match="no stack 's9'"):
         predictive(f, "a100", 0, 0.0, "s9")
 
