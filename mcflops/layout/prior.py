@@ -15,9 +15,9 @@ engine's posterior MFU draws that fall in it (:func:`posterior_weights`).
 An overlap flag the file leaves ``unknown`` is one more dimension of the hypercube: a Bernoulli(1/2) flag per
 draw, balanced (exactly half the draws on, in a fixed random order independent of the other dimensions), so
 the table is the equal-weight mixture of the flag's two settings. The 1/2 is a prior choice (no setting is
-favoured), not a measurement. A ``recompute``, ``vpp`` or ``micro_batch`` the file leaves unstated is one
-more: each draw takes one of the joint settings that run and fit in memory (:mod:`mcflops.layout.unstated`),
-equally often, in a fixed random order independent of the flags' and the efficiencies'.
+favoured), not a measurement. A ``recompute``, ``vpp`` or ``micro_batch`` the file leaves unstated is a choice
+the run has still to make: each draw takes, of the joint settings that run and fit in memory, the one with the
+highest MFU for that draw's efficiencies and flags (:mod:`mcflops.layout.unstated` says why).
 
 The run's own residual (``row_sigma``: the part of the layout fit's residual a run does not share with the same
 model's other configurations on its stack; mcflops.layoutfit.rowres) is the last: each draw's GEMM efficiency moved by row_sigma x a
@@ -82,12 +82,6 @@ def _bits(k: int, n: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=8)
-def _choice(k: int, n: int) -> np.ndarray:
-    """Which of k settings each of n draws takes: each n // k or n // k + 1 times, in a fixed random order."""
-    rng = generator(_SEED + 2)
-    return rng.permutation(np.arange(n) % k)
-
-
 def shipped_row_sigma() -> float:
     """The run's own residual the shipped fit measured (layout_fit.json's ``row_residual``; 0 where it has none)."""
     from mcflops.layout.fit import load_fit
@@ -117,7 +111,7 @@ class LayoutPrior:
     accelerator: str | None = None
     unknown: tuple[str, ...] = ()  # overlap flags the file left unknown: each on in half the draws (module docstring)
     mixed: tuple[str, ...] = ()  # recompute / vpp / micro_batch the file left unstated (mcflops.layout.unstated)
-    combos: tuple[tuple, ...] = ()  # their joint settings that run and fit, equal weight; ``layout`` holds the first
+    combos: tuple[tuple, ...] = ()  # joint settings that run and fit (a draw takes its fastest); ``layout``: the first
     tight: bool = False  # the combos fit only within the activation estimate's error
     row_sigma: float = 0.0  # the run's own residual, a Student-t scale on log MFU (module docstring)
     stack: str | None = None  # the fitted software stack whose priors the file reads (None: a new stack's)
@@ -178,28 +172,46 @@ class LayoutPrior:
         bits = _bits(len(self.unknown), DRAWS)
         return {k: bits[:, j] for j, k in enumerate(self.unknown)}
 
-    def setting_draws(self) -> np.ndarray:
-        """Which of :attr:`combos` each draw takes (int, aligned with :meth:`draws`; zeros without a mixture)."""
-        return _choice(len(self.combos), DRAWS) if len(self.combos) > 1 else np.zeros(DRAWS, np.int64)
+    def setting_draws(self, count: int | None = None) -> np.ndarray:
+        """Which of :attr:`combos` each draw takes at ``count`` (int, aligned with :meth:`draws`; zeros without
+        a mixture): the fastest for that draw's efficiencies."""
+        return self._best(count)[1]
 
     def _factors(self, count: int | None, row: bool = True) -> dict[str, np.ndarray]:
+        return self._best(count, row)[0]
+
+    def _best(self, count: int | None, row: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The factors with each unknown flag at its draw's setting (a mixture) and the mixed fields at the joint
+        setting that is fastest for the draw (a choice), and which setting that is per draw."""
         d = self.run_draws() if row else self.draws()
-        if not self.unknown and len(self.combos) <= 1:
-            return factors(self.terms(count), d)
-        flags = self.flag_draws()
-        combo = self.setting_draws() << len(self.unknown)
-        for j, k in enumerate(self.unknown):
-            combo |= flags[k].astype(np.int64) << j
-        out: dict[str, np.ndarray] = {}
         n = float(count or self.count)
-        for c in np.unique(combo):  # each setting of the unknown flags and the mixed fields on its own draws
-            idx = np.flatnonzero(combo == c)
-            lay = dataclasses.replace(self.layout, **{k: bool(c >> j & 1) for j, k in enumerate(self.unknown)},
-                                      **dict(zip(self.mixed, self.combos[c >> len(self.unknown)] if self.combos else ())))
-            fc = factors(terms(lay, self.shape, self.counts, self.peak, n), {p: v[idx] for p, v in d.items()})
-            for name, v in fc.items():
+        if not self.unknown and len(self.combos) <= 1:
+            return factors(self.terms(count), d), np.zeros(DRAWS, np.int64)
+        flags = self.flag_draws()
+        code = np.zeros(DRAWS, np.int64)
+        for j, k in enumerate(self.unknown):
+            code |= flags[k].astype(np.int64) << j
+        out: dict[str, np.ndarray] = {}
+        choice = np.zeros(DRAWS, np.int64)
+        for c in np.unique(code):  # each setting of the unknown flags on its own draws
+            idx = np.flatnonzero(code == c)
+            sub = {p: v[idx] for p, v in d.items()}
+            best, speed = None, None
+            for i, combo in enumerate(self.combos or ((),)):
+                lay = dataclasses.replace(self.layout, **{k: bool(c >> j & 1) for j, k in enumerate(self.unknown)},
+                                          **dict(zip(self.mixed, combo)))
+                fc = factors(terms(lay, self.shape, self.counts, self.peak, n), sub)
+                m = np.prod([fc[name] for name in factor_names(fc)], axis=0)
+                if best is None:
+                    best, speed = fc, m
+                    continue
+                faster = m > speed  # ties keep the first listed (the candidates' order)
+                best = {name: np.where(faster, v, best[name]) for name, v in fc.items()}
+                speed = np.where(faster, m, speed)
+                choice[idx[faster]] = i
+            for name, v in best.items():
                 out.setdefault(name, np.empty(DRAWS))[idx] = v
-        return out
+        return out, choice
 
     def at(self, count: int | None = None, strict: bool = False) -> Dist:
         """The MFU prior on ``count`` accelerators (default: the file's count), as a quantile table."""
@@ -318,7 +330,8 @@ class LayoutPrior:
         if self.unknown:
             text += f"; overlap unknown ({', '.join(self.unknown)}: on and off mixed 1:1)"
         if self.mixed:
-            text += f"; unstated {', '.join(self.mixed)}: the {len(self.combos)} joint setting(s) that fit, mixed equally"
+            text += (f"; unstated {', '.join(self.mixed)}: per draw the fastest of the {len(self.combos)} joint "
+                     "setting(s) that fit")
         if self.stack:
             text += f"; the {self.stack} stack's fitted efficiencies and residual"
         if self.row_sigma:
@@ -351,8 +364,13 @@ class LayoutPrior:
             if len(vals) == 1:
                 out.append(f"layout: {k} is not stated: {said}, the only setting that runs and fits in memory{fit}")
             else:
-                out.append(f"layout: {k} is not stated: the MFU prior mixes {said} (the settings that run and fit "
-                           f"in memory{fit}) with equal weight; state it to narrow the prior")
+                taken: dict[Any, int] = {}
+                for i, c in enumerate(np.bincount(self.setting_draws(count), minlength=len(self.combos))):
+                    taken[self.combos[i][j]] = taken.get(self.combos[i][j], 0) + int(c)
+                top = max(taken, key=taken.get)
+                out.append(f"layout: {k} is not stated: each draw takes the fastest of {said} (the settings that run "
+                           f"and fit in memory{fit}), as an operator tunes it ({top} in {taken[top] / DRAWS:.0%} of "
+                           "the draws); state it to narrow the prior")
         mem = self.memory(count)
         if mem is not None and mem.headroom < 0:
             out.append(f"layout: an estimated {mem.total / 1e9:.1f} GB per accelerator ({mem.states / 1e9:.1f} GB model "

@@ -171,8 +171,8 @@ def _layout() -> dict[str, Any]:
     props["zero"] = {**props["zero"], "maximum": 3}
     props["grad_bytes"] = {"enum": [2, 4]}
     props.update({k: _num(above=0) for k in FLOAT_KEYS})
-    unstated = ("unknown (the default) mixes the settings that run and fit in memory with equal weight "
-                "(mcflops.layout.unstated)")
+    unstated = ("unknown (the default): each draw takes the fastest of the settings that run and fit in memory, "
+                "as an operator tunes it (mcflops.layout.unstated)")
     for k in ("vpp", "micro_batch"):
         props[k] = {"anyOf": [*props[k]["anyOf"], {"const": "unknown"}],
                     "description": unstated if k == "micro_batch" else f"under schedule: interleaved, {unstated}"}
