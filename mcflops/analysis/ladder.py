@@ -266,6 +266,12 @@ def _notes(rs, rows, u, scenario_notes) -> list[str]:
         notes.append("the calibrated rung is effective utilization (MFU x goodput): its MFU is that product"
                      + (", and the file's goodput prior is left out of it (it would count the downtime twice)"
                         if own else ""))
+    unstated: dict[str, list[str]] = {}  # what a layout rung took for the settings it was not told, once per text
+    for r, row in zip(rs, rows):
+        for x in getattr(r["spec"].count_dependent.get("mfu"), "notes", lambda: [])():
+            if "is not stated" in x:
+                unstated.setdefault(x, []).append(row["tag"])
+    notes += [f"{', '.join(tags)}: {x}" for x, tags in unstated.items()]
     pilot = by_kind.get("pilot") or (first if first["kind"] == "pilot" else None)
     if pilot is not None:
         for c in pilot["pilot"]["pilots"]:

@@ -153,6 +153,11 @@ def test_the_command_shows_four_rungs_and_writes_the_report(tmp_path, capsys):
     # the pilot narrows the layout model's production MFU (its 90% interval, as a ratio p95 / p5)
     assert pil["mfu"]["p95"] / pil["mfu"]["p5"] < lay["mfu"]["p95"] / lay["mfu"]["p5"]
     assert json.loads((out / "ladder.json").read_text())["rungs"][2]["label"] == lay["label"]
+    # the layout leaves micro_batch and recompute to the run: the notes say what the tuned choice took, once for
+    # the layout and pilot rungs (32 sequences a replica on 8 stages: one sequence a micro-batch, the least bubble)
+    said = [x for x in d["notes"] if "micro_batch is not stated" in x]
+    assert len(said) == 1 and said[0].startswith("C, D: layout: micro_batch is not stated: each draw takes the fastest "
+                                                 "of 1, 2, 4, 8, 16, 32") and "(1 in 100% of the draws)" in said[0]
     md = (out / "report.md").read_text()
     assert "## 1. MFU in context" in md and "C: layout tp 8, pp 8, global\\_batch 2048" in md
     assert f"--layout {LAYOUT} --pilot {PILOT},sigma=0.05" in md  # the reproduce line
