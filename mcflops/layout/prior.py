@@ -252,6 +252,14 @@ class LayoutPrior:
             raise ValueError(f"needs {mem.total / 1e9:.0f} GB per accelerator, more than its {mem.capacity / 1e9:.0f} GB")
         return out
 
+    def for_model(self, shape, counts, **changes) -> "LayoutPrior":
+        """The same prior for another model on the same accelerators and stack (a pilot of a smaller model), with
+        layout fields changed as :meth:`variant` changes them: its MFU in the architecture's FLOPs (``counting``
+        1), the unstated settings chosen among those that run and fit it. ValueError as :meth:`variant`. The
+        efficiency draws are shared."""
+        out = dataclasses.replace(self, shape=shape, counts=counts, counting=1.0, _cache={"draws": self.draws()})
+        return out.variant(**changes)
+
     def runs_on(self, count: int) -> str | None:
         """Why this layout cannot run on ``count`` accelerators (None: it can): the loader's rules (:func:`problem`,
         with the smallest micro-batch an unstated one may take) and a whole number of micro-batches per step on every

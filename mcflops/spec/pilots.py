@@ -4,6 +4,7 @@ layout MFU prior (``mfu: {layout: ...}``). Plain Python and NumPy.
     pilot:
       - count: 512                    # accelerators in the pilot
         layout: {pp: 4}               # the fields where the pilot's layout differs from production's (optional)
+        architecture: {preset: llama3.1-8b}   # the pilot's model where it is not production's (optional)
         tflops_per_gpu: 420           # one of: tflops_per_gpu, tokens_per_s_per_gpu, step_time_s
         sigma: 0.05                   # the measurement's log-scale error (optional, default 0.05)
         source: "our 512-GPU pilot, 2026-11, mean of steps 200-1200"
@@ -48,7 +49,7 @@ from mcflops.spec.fields import Fields
 SIGMA = 0.05  # default log-scale error of a pilot's measured throughput: run-to-run spread of a few percent
 MIN_ESS = 200  # below this the posterior predictive's table rests on too few draws: refused
 MEASURES = ("tflops_per_gpu", "tokens_per_s_per_gpu", "step_time_s")
-KEYS = ("count", "layout", *MEASURES, "sigma", "source")
+KEYS = ("count", "layout", "architecture", *MEASURES, "sigma", "source")
 PROBS = (0.05, 0.5, 0.95)
 
 
@@ -64,12 +65,15 @@ class Pilot:
     layout: tuple[tuple[str, Any], ...] = ()
     source: str | None = None
     line: int | None = field(default=None, compare=False)  # where the file states it: not what it means
+    architecture: Any = None  # mcflops.spec.types.Architecture: the pilot's model where it is not production's
 
     def to_dict(self) -> dict[str, Any]:
         """The block's entry as :func:`parse_pilots` reads it back (every default filled in)."""
         out: dict[str, Any] = {"count": self.count}
         if self.layout:
             out["layout"] = dict(self.layout)
+        if self.architecture is not None:
+            out["architecture"] = {k: v for k, v in self.architecture.__dict__.items() if v is not None}
         out[self.measure] = self.value
         out["sigma"] = self.sigma
         if self.source:
@@ -80,7 +84,9 @@ class Pilot:
         unit = {"tflops_per_gpu": "TFLOP/s per GPU", "tokens_per_s_per_gpu": "tokens/s per GPU",
                 "step_time_s": "s per step"}[self.measure]
         lay = f", layout {', '.join(f'{k} {v}' for k, v in self.layout)}" if self.layout else ""
-        return f"{self.count:,} accelerators at {self.value:g} {unit} (sigma {self.sigma:g}){lay}"
+        a = self.architecture
+        model = "" if a is None else f", model {a.preset or f'{a.layers} layers x {a.d_model}'}"
+        return f"{self.count:,} accelerators at {self.value:g} {unit} (sigma {self.sigma:g}){lay}{model}"
 
 
 @dataclass(frozen=True)
@@ -134,8 +140,8 @@ class Evidence:
 
 
 def _config(lp: LayoutPrior, count: int) -> tuple:
-    """What makes two runs the same configuration: the count, the layout and what it leaves unstated."""
-    return (int(count), lp.layout, lp.unknown, lp.mixed, lp.combos)
+    """What makes two runs the same configuration: the model, the count, the layout and what it leaves unstated."""
+    return (lp.shape, int(count), lp.layout, lp.unknown, lp.mixed, lp.combos)
 
 
 def _weights(evidence: Sequence[Evidence], row_sigma: float, config: tuple, shared: np.ndarray | None = None):
@@ -175,21 +181,32 @@ def condition(prior: LayoutPrior, pilots: Sequence[Pilot]) -> PilotedPrior:
     base = prior.unconditioned() if isinstance(prior, PilotedPrior) else prior
     evidence = []
     for i, p in enumerate(pilots):
+        # the pilot's own configuration: its count (the unstated settings are chosen among those that run and fit
+        # there, as a file of the pilot would choose them), its model and its layout
+        at = base if p.count == base.count else dataclasses.replace(base, count=p.count, _cache={"draws": base.draws()})
+        shape = None if p.architecture is None else p.architecture.shape()
+        if shape is not None and shape.moe != base.shape.moe:  # the experts' efficiencies: a mixture of experts only
+            raise PilotError(i, "architecture", f"the pilot's model is {_kind(shape)} and production's is "
+                             f"{_kind(base.shape)}: a pilot measures the stack on a model of the same kind")
         try:
-            at = base.variant(**dict(p.layout)) if p.layout else base
+            if shape is not None:
+                at = at.for_model(shape, p.architecture.counts(), **dict(p.layout))
+            elif p.layout or at.count != base.count:
+                at = at.variant(**dict(p.layout))
             why = at.runs_on(p.count)
             if why is not None:
                 raise ValueError(why)
         except (ValueError, TypeError) as e:
-            raise PilotError(i, "layout" if p.layout else "count", f"the pilot's layout on {p.count:,} accelerators: {e}") from None
+            key = "layout" if p.layout else "architecture" if shape is not None else "count"
+            raise PilotError(i, key, f"the pilot's layout on {p.count:,} accelerators: {e}") from None
         obs = observed_mfu(p, at)
         if not 0 < obs <= 1:
             raise PilotError(i, p.measure, f"{p.measure} {p.value:g} is {obs:.0%} of the accelerator's dense peak "
                              f"({base.peak / 1e12:g} TFLOP/s) in the architecture's FLOPs; expected a measured "
                              "throughput below it")
         # the architecture's FLOPs, on the shared draws (the run's own residual is in the likelihood) and with it
-        shared = np.asarray(at.factor_draws(p.count, row=False)["mfu"], float) / base.counting
-        run = np.asarray(at.factor_draws(p.count)["mfu"], float) / base.counting if base.row_sigma else shared
+        shared = np.asarray(at.factor_draws(p.count, row=False)["mfu"], float) / at.counting
+        run = np.asarray(at.factor_draws(p.count)["mfu"], float) / at.counting if base.row_sigma else shared
         evidence.append(Evidence(obs, p.sigma, _config(at, p.count), shared, run))
     every = _weights(evidence, base.row_sigma, ())  # no configuration matches (): every pilot on the shared draws
     here = _config(base, base.count)
@@ -209,6 +226,10 @@ def condition(prior: LayoutPrior, pilots: Sequence[Pilot]) -> PilotedPrior:
     keep = {f.name: getattr(base, f.name) for f in dataclasses.fields(LayoutPrior) if f.name != "_cache"}
     return PilotedPrior(**keep, _cache={"draws": base.draws()}, pilots=tuple(pilots), weights=w, checks=rows,
                         evidence=tuple(evidence), shared_weights=every)
+
+
+def _kind(shape) -> str:
+    return "a mixture of experts" if shape.moe else "dense"
 
 
 class PilotError(ValueError):
@@ -251,12 +272,31 @@ def parse_pilots(where: Fields, data: Mapping, dependent: Mapping[str, Any]) -> 
         lay = where.mapping(p, "layout", f"{f}.layout", "layout: {tp, pp, ...} (the fields that differ from "
                             "production's)") if "layout" in p else {}
         where.keys(lay, LAYOUT_KEYS, f"{f}.layout", listing=f"expected: {', '.join(LAYOUT_KEYS)}")
+        arch = _architecture(where, p, f) if "architecture" in p else None
         source = where.text(p, "source", f"{f}.source", "source: to be text")
         if not source or not source.strip():
             raise where.error("missing source: (who measured the pilot, and how)", node, i, f)
         out.append(Pilot(count, given[0], float(value), float(sigma),
-                         tuple((str(k), _plain(v)) for k, v in lay.items()), source, where.line(node, i)))
+                         tuple((str(k), _plain(v)) for k, v in lay.items()), source, where.line(node, i), arch))
     return tuple(out)
+
+
+def _architecture(where: Fields, p: Mapping, f: str):
+    """A pilot's ``architecture:``, read as the file's is (a preset, a config.json or the keys), its messages
+    naming the pilot's field; one that does not state the MLP width cannot be counted, so it is refused."""
+    from mcflops.errors import SpecError
+    from mcflops.spec.machine import parse_architecture
+
+    try:
+        arch = parse_architecture(where, p)
+    except SpecError as e:
+        if type(e) is not SpecError or not e.field:  # a config.json's own mistake names that file: as it is
+            raise
+        raise SpecError(e.message, path=e.path, line=e.line, field=f"{f}.{e.field}") from None
+    if arch.shape() is None:
+        raise where.error("a pilot's model needs its MLP width (ffn), or a preset or hf_config", p, "architecture",
+                          f"{f}.architecture")
+    return arch
 
 
 def apply(where: Fields, data: Mapping, pilots: Sequence[Pilot], prior: LayoutPrior) -> PilotedPrior:

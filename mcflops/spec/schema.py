@@ -280,6 +280,8 @@ def json_schema() -> dict[str, Any]:
     pilot = _closed({
         "count": _num(above=0, integer=True, description="accelerators in the pilot"),
         "layout": {**pilot_layout, "description": "the fields where the pilot's layout differs from production's"},
+        "architecture": {**architecture, "description": "the pilot's model where it is not production's (a model "
+                         "of the same kind, its MLP width stated or from a preset or config.json)"},
         "tflops_per_gpu": _num(above=0, description="measured TFLOP/s per GPU (the architecture's FLOPs)"),
         "tokens_per_s_per_gpu": _num(above=0, description="measured tokens per second per GPU"),
         "step_time_s": _num(above=0, description="measured seconds per step (the pilot's global batch)"),

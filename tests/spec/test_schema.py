@@ -41,6 +41,7 @@ NOT_EXPRESSIBLE = {
     "params_far_from_architecture": "the parameter count of the architecture against params: arithmetic",
     "pilot_above_peak": "a measured throughput against the accelerator's peak: a catalogue lookup and arithmetic",
     "pilot_layout_cannot_run": "the pilot's layout on its count (tp x pp x cp divides it): arithmetic across blocks",
+    "pilot_model_other_kind": "a preset's contents (whether it has experts) against the file's: a catalogue lookup",
     "precision_part_lacks": "the precisions one accelerator has: a catalogue lookup per accelerator",
     "triangular_unordered": "low <= mode <= high: comparisons between items",
     "truncation_empty": "the mass a truncation keeps: the normal CDF at the bounds",
