@@ -81,7 +81,6 @@ def _bits(k: int, n: int) -> np.ndarray:
     return np.stack([rng.permutation(np.arange(n) < n // 2) for _ in range(k)], axis=1)
 
 
-@lru_cache(maxsize=8)
 def shipped_row_sigma() -> float:
     """The run's own residual the shipped fit measured (layout_fit.json's ``row_residual``; 0 where it has none)."""
     from mcflops.layout.fit import load_fit
@@ -365,6 +364,7 @@ class LayoutPrior:
         for k in self.unknown:
             out.append(f"layout: {k} is unknown: the MFU prior mixes it on and off with equal weight (a prior "
                        "choice; state it to narrow the prior)")
+        per = np.bincount(self.setting_draws(count), minlength=len(self.combos)) if len(self.combos) > 1 else None
         for j, k in enumerate(self.mixed):
             vals = list(dict.fromkeys(c[j] for c in self.combos))  # the candidates' order
             said = ", ".join(str(v) for v in vals)
@@ -372,9 +372,9 @@ class LayoutPrior:
             if len(vals) == 1:
                 out.append(f"layout: {k} is not stated: {said}, the only setting that runs and fits in memory{fit}")
             else:
-                taken: dict[Any, int] = {}
-                for i, c in enumerate(np.bincount(self.setting_draws(count), minlength=len(self.combos))):
-                    taken[self.combos[i][j]] = taken.get(self.combos[i][j], 0) + int(c)
+                taken: dict[Any, int] = {}  # draws per value of this field, over the joint settings they took
+                for combo, c in zip(self.combos, per):
+                    taken[combo[j]] = taken.get(combo[j], 0) + int(c)
                 top = max(taken, key=taken.get)
                 out.append(f"layout: {k} is not stated: each draw takes the fastest of {said} (the settings that run "
                            f"and fit in memory{fit}), as an operator tunes it ({top} in {taken[top] / DRAWS:.0%} of "
