@@ -89,6 +89,11 @@ def _quantile_mcse(value: float, log_sd: float, p: float, n: float) -> float:
     return abs(value) * log_sd * math.sqrt(p * (1 - p) / n) / _NORMAL.pdf(_NORMAL.inv_cdf(p))
 
 
+def _log_spread(p5: float, p95: float) -> float:
+    """The log-scale sd of a quantity from its 5% and 95% points, as if its log were normal."""
+    return math.log(p95 / p5) / (2 * _NORMAL.inv_cdf(0.95))
+
+
 def _waterfall_mcse(doc: dict, path: tuple, want: float) -> float | None:
     """A layout waterfall's quantile (a factor's or a level's, prior or posterior: the posterior reweights the
     prior's draws, at most the engine's ESS of them), or a step's level (the product of the factors' medians up
@@ -96,14 +101,11 @@ def _waterfall_mcse(doc: dict, path: tuple, want: float) -> float | None:
     wf = doc["layout"]["waterfall"]
     n_of = {"prior": float(doc["samples"]), "posterior": float(doc.get("posterior", {}).get("ess", doc["samples"]))}
 
-    def median_mcse(entry: dict, which: str, value: float) -> float:
-        log_sd = math.log(entry["p95"] / entry["p5"]) / (2 * _NORMAL.inv_cdf(0.95))
-        return _quantile_mcse(value, log_sd, 0.5, n_of[which])
+    def mcse(entry: dict, which: str, value: float, p: float) -> float:
+        return _quantile_mcse(value, _log_spread(entry["p5"], entry["p95"]), p, n_of[which])
 
     if path[2] in ("levels", "factors") and len(path) == 6:
-        entry, which, p = _at(doc, path[:5]), path[4], int(str(path[5])[1:]) / 100
-        log_sd = math.log(entry["p95"] / entry["p5"]) / (2 * _NORMAL.inv_cdf(0.95))
-        return _quantile_mcse(want, log_sd, p, n_of[which])
+        return mcse(_at(doc, path[:5]), path[4], want, int(str(path[5])[1:]) / 100)
     if path[2] == "steps" and len(path) == 5 and path[4] in ("before", "after"):
         i = path[3] if path[4] == "after" else path[3] - 1
         if i < 0:
@@ -111,9 +113,9 @@ def _waterfall_mcse(doc: dict, path: tuple, want: float) -> float | None:
         which = "posterior" if "posterior" in doc else "prior"
         level = wf["levels"].get(wf["steps"][i]["label"])
         if level is not None:
-            return median_mcse(level[which], which, want)
+            return mcse(level[which], which, want, 0.5)
         # a step after the levels (goodput): as uncertain, relatively, as the most uncertain level
-        return abs(want) * max(median_mcse(v[which], which, 1.0) for v in wf["levels"].values())
+        return abs(want) * max(mcse(v[which], which, 1.0, 0.5) for v in wf["levels"].values())
     return None
 
 
@@ -151,7 +153,7 @@ def _statistic_mcse(doc: dict, path: tuple, want: float) -> float | None:
         i = sw[leaf].index(want) if want in sw[leaf] else None
         if i is None:
             return None
-        log_sd = math.log(sw["p95"][i] / sw["p5"][i]) / (2 * _NORMAL.inv_cdf(0.95))  # the point's spread, as normal
+        log_sd = _log_spread(sw["p5"][i], sw["p95"][i])
         n = float(sw["samples"])
         if leaf == "mean":
             return abs(want) * log_sd / math.sqrt(n)
@@ -222,13 +224,16 @@ def _number(x) -> bool:
 @pytest.mark.parametrize("name", sorted(p.stem for p in GOLDEN.glob("*.json")))
 def test_summary_is_unchanged(name, monkeypatch):
     monkeypatch.chdir(ROOT)  # the stored copies name their prior files relative to the repository
-    got = _strip(json.loads(json.dumps(summary(Path("priors") / f"{name}.yaml"))))
-    want = _strip(json.loads((GOLDEN / f"{name}.json").read_text()))
+    fresh = json.loads(json.dumps(summary(Path("priors") / f"{name}.yaml")))
+    stored = json.loads((GOLDEN / f"{name}.json").read_text())
+    got, want = _strip(fresh), _strip(stored)
     # importance sampling throughout: a NUTS chain is chaotic in its last bits, so a stored NUTS posterior
     # could only be compared within its MCSE (as tests/calibration/test_shipped_fit.py does)
     assert (want.get("posterior") or {}).get("method", "importance") == "importance"
     diffs = _diff(got, want, want)
-    assert not diffs, "\n".join(sorted(diffs)[:20])
+    builds = {k: (stored.get("versions", {}).get(k), fresh.get("versions", {}).get(k)) for k in ("jaxlib", "numpy")}
+    said = ", ".join(f"{k} {a} stored, {b} here" for k, (a, b) in builds.items())
+    assert not diffs, f"{said}\n" + "\n".join(sorted(diffs)[:20])
 
 
 def test_the_tolerances_are_the_stated_multiples():
