@@ -1,6 +1,6 @@
 """A pilot measurement on the command line (``--pilot count=512,tflops_per_gpu=420``, optionally with
-``tokens_per_s_per_gpu`` or ``step_time_s`` instead, ``sigma``, the measurement's log-scale error, and layout
-fields that differ from production's), parsed and applied as the prior file's ``pilot:`` block is: the
+``tokens_per_s_per_gpu`` or ``step_time_s`` instead, ``sigma``, the measurement's log-scale error, layout
+fields that differ from production's, and ``preset``, the pilot's model where it is not production's), parsed and applied as the prior file's ``pilot:`` block is: the
 conditioning (importance weights on the layout prior's shared efficiency draws, the production MFU their
 posterior predictive) and its formula are :mod:`mcflops.spec.pilots`'. Parsing and plain data only."""
 
@@ -57,19 +57,36 @@ def parse_pilot(text: str) -> dict[str, Any]:
         raise UsageError(f"expected count= a whole number, got {fields['count']!r}", **PILOT)
     from mcflops.spec.layoutspec import KEYS
 
-    unknown = [k for k in fields if k not in (*NUMBERS, *KEYS)]
+    unknown = [k for k in fields if k not in (*NUMBERS, "preset", *KEYS)]
     if unknown:
-        raise UsageError(f"unknown field {unknown[0]}= (expected count, one of {', '.join(MEASURES)}, sigma and "
-                         f"layout fields: {', '.join(KEYS)})", **PILOT)
-    return {"count": int(fields.pop("count")), given[0]: float(fields.pop(given[0])),
-            "sigma": float(fields.pop("sigma", SIGMA)), "layout": fields}
+        raise UsageError(f"unknown field {unknown[0]}= (expected count, one of {', '.join(MEASURES)}, sigma, preset "
+                         f"and layout fields: {', '.join(KEYS)})", **PILOT)
+    out = {"count": int(fields.pop("count")), given[0]: float(fields.pop(given[0])),
+           "sigma": float(fields.pop("sigma", SIGMA))}
+    if "preset" in fields:
+        out["preset"] = str(fields.pop("preset"))
+        _architecture(out["preset"])  # an unknown name is this option's mistake
+    return {**out, "layout": fields}
+
+
+def _architecture(name: str):
+    """The pilot's model from a preset (mcflops/data/architectures.json), as ``architecture: {preset: NAME}``."""
+    from mcflops.arch import hf
+    from mcflops.errors import SpecError
+    from mcflops.spec.types import Architecture
+
+    try:
+        return Architecture(**hf.preset(name), preset=name)
+    except SpecError as e:
+        raise UsageError(f"preset={name}: {e.message}", **PILOT) from None
 
 
 def to_pilot(p: Mapping[str, Any]) -> Pilot:
     """A parsed ``--pilot`` (:func:`parse_pilot`) as the spec's :class:`~mcflops.spec.pilots.Pilot`."""
     (measure,) = [k for k in MEASURES if k in p]
     return Pilot(int(p["count"]), measure, float(p[measure]), float(p.get("sigma", SIGMA)),
-                 tuple((p.get("layout") or {}).items()), p.get("source"))
+                 tuple((p.get("layout") or {}).items()), p.get("source"),
+                 architecture=_architecture(p["preset"]) if p.get("preset") else None)
 
 
 def words(p: Mapping[str, Any]) -> str:

@@ -27,11 +27,12 @@ def add_parser(sub, common) -> None:
     la.add_argument("--layout", action="append", metavar="KEY=VALUE[,KEY=VALUE]",
                     help="a parallel layout for the layout rung, as mfu: {layout: ...} takes it, e.g. "
                     "tp=8,pp=8,global_batch=2048; repeatable")
-    la.add_argument("--pilot", action="append", metavar="count=N,tflops_per_gpu=T[,sigma=S][,LAYOUT FIELDS]",
+    la.add_argument("--pilot", action="append", metavar="count=N,tflops_per_gpu=T[,sigma=S][,preset=MODEL][,LAYOUT FIELDS]",
                     help="a measured pilot on the same stack: N accelerators at T TFLOP/s per GPU (counted with the "
                     "architecture's FLOPs, attention included; or tokens_per_s_per_gpu= or step_time_s= in its "
-                    "place), its log-scale error S (default 0.05) and the layout fields where it differs from "
-                    "--layout's; conditions the layout model's efficiencies and adds the rung of the production MFU "
+                    "place), its log-scale error S (default 0.05), the pilot's model where it is not the file's (a "
+                    "preset, e.g. preset=llama3.1-8b) and the layout fields where it differs from --layout's; "
+                    "conditions the layout model's efficiencies and adds the rung of the production MFU "
                     "given it; repeatable (one observation each); a prior file's pilot: block does the same")
 
 

@@ -110,7 +110,8 @@ def command(d: Mapping[str, Any]) -> str:
         words += ["--layout", ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in lay.items())]
     for p in d.get("pilots") or []:
         measure = next(k for k in ("tflops_per_gpu", "tokens_per_s_per_gpu", "step_time_s") if k in p)
-        fields = {"count": p["count"], measure: f"{p[measure]:g}", "sigma": f"{p['sigma']:g}", **(p.get("layout") or {})}
+        fields = {"count": p["count"], measure: f"{p[measure]:g}", "sigma": f"{p['sigma']:g}",
+                  **({"preset": p["preset"]} if p.get("preset") else {}), **(p.get("layout") or {})}
         words += ["--pilot", ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in fields.items())]
     return shlex.join(words)
 

@@ -78,3 +78,22 @@ def test_a_pilot_model_that_cannot_be_read_is_one_line(arch, field, says):
         _with({**PILOT, "architecture": arch})
     text = str(e.value)
     assert "\n" not in text and field in text and says in text and text.startswith(str(FILE))
+
+
+def test_the_command_lines_preset_is_the_blocks_architecture(capsys):
+    """`--pilot ...,preset=NAME` (mcflops ladder) is `architecture: {preset: NAME}` in the block: the same weights,
+    and the ladder's reproduce line keeps it; an unknown name is one line, exit 2."""
+    from mcflops import cli
+    from mcflops.analysis import ladder as ladder_mod
+    from mcflops.analysis.pilot import parse_pilot
+    from mcflops.report.ladder import command
+
+    text = "count=64,tflops_per_gpu=420,tp=4,pp=1,preset=llama3.1-8b"
+    rs = ladder_mod.rungs(FILE, None, [parse_pilot(text)])
+    cli_w = rs[-1]["spec"].count_dependent["mfu"].weights
+    file_w = _with(PILOT).count_dependent["mfu"].weights
+    np.testing.assert_allclose(cli_w / cli_w.sum(), file_w / file_w.sum(), rtol=1e-9, atol=1e-15)
+    assert "preset=llama3.1-8b" in command({"path": "f.yaml", "seed": 0, "samples": 10, "pilots": [parse_pilot(text)]})
+    assert cli.main(["ladder", str(FILE), "--pilot", "count=64,tflops_per_gpu=420,preset=llama9", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--pilot: preset=llama9: unknown preset 'llama9'" in err
