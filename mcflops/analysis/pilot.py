@@ -1,8 +1,9 @@
 """A pilot measurement on the command line (``--pilot count=512,tflops_per_gpu=420``, optionally with
 ``tokens_per_s_per_gpu`` or ``step_time_s`` instead, ``sigma``, the measurement's log-scale error, layout
-fields that differ from production's, and ``preset``, the pilot's model where it is not production's), parsed and applied as the prior file's ``pilot:`` block is: the
-conditioning (importance weights on the layout prior's shared efficiency draws, the production MFU their
-posterior predictive) and its formula are :mod:`mcflops.spec.pilots`'. Parsing and plain data only."""
+fields that differ from production's, and ``preset``, the pilot's model where it is not production's), parsed
+and applied as the prior file's ``pilot:`` block is: the conditioning (importance weights on the layout prior's
+shared efficiency draws, the production MFU their posterior predictive) and its formula are
+:mod:`mcflops.spec.pilots`'. Parsing and plain data only."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def parse_pilot(text: str) -> dict[str, Any]:
            "sigma": float(fields.pop("sigma", SIGMA))}
     if "preset" in fields:
         out["preset"] = str(fields.pop("preset"))
-        _architecture(out["preset"])  # an unknown name is this option's mistake
+        _architecture(out["preset"])  # checked here, where an unknown name is this option's mistake
     return {**out, "layout": fields}
 
 
