@@ -58,3 +58,24 @@ def elementwise_share(shape, lo, flops_per_token: float, peak: float, hbm_bytes_
     per_rank = (10.0 * h + inside) / t if (lo.sequence_parallel or t == 1) else 10.0 * h + inside / t
     # per token and stage: the rank moves per_rank bytes per layer while it does flops_per_token / t of the FLOPs
     return per_rank * t * shape.layers * peak / (hbm_bytes_s * flops_per_token)
+
+
+def attention_share(counts) -> float:
+    """A: the causal attention core's share of the training FLOPs per token (Q K^T and the weighted sum of V,
+    mcflops.arch's ``attention_scores_causal`` over the causal total): 6 l d s against about 6 N, so it grows with
+    the sequence and matters for small models at long context (MPT-350M at 65,536 tokens: 0.82)."""
+    return float(counts.flops.get("attention_scores_causal", 0.0) / counts.flops_per_token)
+
+
+def attention_slowdown(share, g, attention=None):
+    """K: the compute time over the time at the GEMMs' efficiency, when the attention core (``share`` A of the
+    FLOPs) runs at a fraction ``attention`` (a) of the large GEMMs' efficiency eta / g while the rest runs at eta:
+    K = 1 - A + A g / a. Why a < 1: the fused attention kernels run two small GEMMs (inner dimension the head
+    size, 64-192) with a softmax between them on chip, and reach 50-73% of the A100's peak forward, less backward
+    (Dao 2023, "FlashAttention-2", abstract and Sec. 4.1) and up to 75% of the H100's forward (Shah et al. 2024,
+    "FlashAttention-3", abstract), against the large GEMMs' 80-90% (Calculon's table above). ``attention`` is a
+    prior fitted on the benchmark rows (mcflops.layoutfit), where a sweep of sequence lengths measures it; None
+    (priors without it) is the model before the term, K = 1. Arithmetic only: floats, NumPy or JAX arrays."""
+    if attention is None:
+        return 1.0
+    return 1.0 - share + share * g / attention

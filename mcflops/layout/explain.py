@@ -10,9 +10,10 @@ from mcflops.layout.model import FACTORS
 from mcflops.layout.prior import LayoutPrior
 from mcflops.layout.waterfall import waterfall
 
-LABELS = {"gemm": "GEMM efficiency", "memory": "memory-bound operations", "experts": "expert load imbalance and token permutation", "recompute": "recomputation", "pipeline": "the pipeline bubble",
-          "communication": "exposed communication", "stragglers": "stragglers", "counting": "FLOPs not counted",
-          "goodput": "downtime"}
+LABELS = {"gemm": "GEMM efficiency", "attention": "the attention core", "memory": "memory-bound operations",
+          "experts": "expert load imbalance and token permutation", "recompute": "recomputation",
+          "pipeline": "the pipeline bubble", "communication": "exposed communication", "stragglers": "stragglers",
+          "counting": "FLOPs not counted", "goodput": "downtime"}
 IDENTIFIED = ("a GPU-hours figure constrains the factors only through their product (MFU): their posteriors move "
               "together along it, and the split between them is the prior's")
 

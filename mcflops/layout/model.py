@@ -65,7 +65,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mcflops.layout.compute import GEMM_REF, elementwise_share, gemm_efficiency, gemm_shape_share
+from mcflops.layout.compute import GEMM_REF, attention_share, attention_slowdown, elementwise_share, gemm_efficiency, \
+    gemm_shape_share
 from mcflops.layout.moe import dense_and_expert, extra_time, moe_terms
 
 # The uncertain efficiency parameters, in the order the factors use them.
@@ -73,6 +74,11 @@ PARAMS = ("gemm", "tp_comm", "dp_comm", "ep_comm", "straggler_cv")
 # the memory-bound operations' multiplier (elementwise_share): drawn where the priors have it (the shipped fit's do),
 # from a hypercube of its own, so that priors without it keep their draws and their model
 ELEMENTWISE = "elementwise"
+# the attention core's efficiency relative to the large GEMMs' (attention_slowdown): drawn where the priors have it,
+# from a column of its own, as the elementwise multiplier is
+ATTENTION = "attention"
+OPTIONAL = (ELEMENTWISE, ATTENTION)  # the terms a prior may leave out (the model is then the one before them)
+FRACTIONS = ("gemm", ATTENTION)  # efficiencies: priors on (0, 1]; the other parameters are positive multipliers
 FACTORS = ("gemm", "recompute", "pipeline", "communication", "stragglers")
 SCHEDULES = ("1f1b", "interleaved", "zero_bubble", "dualpipe")
 RECOMPUTE = ("none", "selective", "full")
@@ -144,6 +150,7 @@ class Terms:
     detail: Mapping[str, Any] = field(default_factory=dict)
     log_op: float = 0.0  # log(largest GEMM's FLOPs / GEMM_REF): gemm_shape's lever
     ew: float = 0.0  # E: memory-bound operations' time at full HBM bandwidth over the GEMMs' at peak (elementwise_share)
+    attn: float = 0.0  # A: the causal attention core's share of the training FLOPs (attention_share)
     moe: Any = None  # mcflops.layout.moe.MoETerms for a mixture of experts (None: dense)
 
 
@@ -336,7 +343,8 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
                  detail={"tp_s": c_tp, "cp_s": c_cp, "dp_s": c_fwd + c_bwd, "pp_s": c_pp, "ep_s": c_ep,
                          "gemm_op_flops": op, "t_model_s": t0},
                  log_op=math.log(max(op, 1.0) / GEMM_REF), moe=mt,
-                 ew=elementwise_share(shape, lo, per_token, peak, lo.hbm_gb_s * 1e9) if lo.hbm_gb_s else 0.0)
+                 ew=elementwise_share(shape, lo, per_token, peak, lo.hbm_gb_s * 1e9) if lo.hbm_gb_s else 0.0,
+                 attn=attention_share(counts))
 
 
 def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -348,7 +356,10 @@ def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
     # the memory-bound operations beside the GEMMs (elementwise_share); a draws mapping without the multiplier, or
     # an accelerator without an HBM bandwidth, is the model before the term
     ew = tm.ew * np.asarray(draws.get("elementwise", 0.0), float)
-    t_c = tm.t0 * tm.rho * (1.0 / eta + ew) / tm.busy  # idle replicas: the busy ones take the whole batch
+    # the attention core at its own efficiency (attention_slowdown); a draws mapping without it is the model before
+    att = draws.get(ATTENTION)
+    k_att = attention_slowdown(tm.attn, tm.g, None if att is None else np.asarray(att, float))
+    t_c = tm.t0 * tm.rho * (k_att / eta + ew) / tm.busy  # idle replicas: the busy ones take the whole batch
     mult = {k: np.asarray(draws[CLASS_PARAM[k]], float) for k in tm.comm}
     extra = 0.0
     if tm.moe is not None:  # imbalance and permutation beside the compute; the all-to-all waits for the max load
@@ -361,15 +372,17 @@ def factors(tm: Terms, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]
            "stragglers": 1.0 / (1.0 + np.asarray(draws["straggler_cv"]) * tm.straggler_scale)}
     if tm.moe is not None:
         out["experts"] = t_c / (t_c + extra)
+    if ATTENTION in draws:
+        out[ATTENTION] = np.broadcast_to(1.0 / k_att, eta.shape)
     if np.any(ew > 0):
-        out["memory"] = np.broadcast_to(1.0 / (1.0 + eta * ew), eta.shape)
+        out["memory"] = np.broadcast_to(1.0 / (1.0 + eta * ew / k_att), eta.shape)
     return out
 
 
 def factor_names(f: Mapping[str, Any]) -> list[str]:
     """The factors present in ``f`` in waterfall order: :data:`FACTORS`, ``memory`` (the memory-bound operations)
     after ``gemm`` where the model has the term, then ``experts`` for a mixture of experts."""
-    return [n for n in (FACTORS[0], "memory", "experts", *FACTORS[1:]) if n in f]
+    return [n for n in (FACTORS[0], ATTENTION, "memory", "experts", *FACTORS[1:]) if n in f]
 
 
 def mfu(tm: Terms, draws: Mapping[str, np.ndarray]) -> np.ndarray:

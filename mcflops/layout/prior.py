@@ -39,7 +39,7 @@ import numpy as np
 
 from mcflops.hostrng import generator
 from mcflops.layout.memory import Memory, memory
-from mcflops.layout.model import ELEMENTWISE, PARAMS, Layout, Terms, factor_names, factors, problem, terms
+from mcflops.layout.model import ATTENTION, ELEMENTWISE, OPTIONAL, PARAMS, Layout, Terms, factor_names, factors, problem, terms
 from mcflops.layout.moe import MOE_FLAGS, MOE_KEYS, MOE_PARAMS
 from mcflops.layout.unstated import combinations
 from mcflops.priors.dist import Dist
@@ -71,6 +71,13 @@ def _unit_moe(n_params: int, n: int) -> np.ndarray:
 def _unit_ew(n: int) -> np.ndarray:
     """The elementwise multiplier's own stratified column (a seed of its own: the other draws are untouched)."""
     rng = generator(_SEED + 5)
+    return (rng.permutation(n) + rng.random(n)) / n
+
+
+@lru_cache(maxsize=2)
+def _unit_att(n: int) -> np.ndarray:
+    """The attention core's efficiency's own stratified column (a seed of its own, as the elementwise multiplier's)."""
+    rng = generator(_SEED + 6)
     return (rng.permutation(n) + rng.random(n)) / n
 
 
@@ -133,6 +140,8 @@ class LayoutPrior:
             out = {p: column(p, u[:, i]) for i, p in enumerate(PARAMS)}
             if ELEMENTWISE in self.efficiency:  # the memory-bound operations' multiplier (model.elementwise_share)
                 out[ELEMENTWISE] = column(ELEMENTWISE, _unit_ew(DRAWS))
+            if ATTENTION in self.efficiency:  # the attention core's relative efficiency (model.attention_slowdown)
+                out[ATTENTION] = column(ATTENTION, _unit_att(DRAWS))
             if all(p in self.efficiency for p in MOE_PARAMS):  # a mixture of experts (mcflops.layout.moe)
                 u = _unit_moe(len(MOE_PARAMS), DRAWS)
                 out.update({p: column(p, u[:, i]) for i, p in enumerate(MOE_PARAMS)})
@@ -312,7 +321,7 @@ class LayoutPrior:
         lay = {k: v for k, v in self.layout_fields().items() if v is not None}
         lay.update({k: "unknown" for k in (*self.unknown, *self.mixed)})
         out = {"layout": lay, "efficiency": {p: self.efficiency[p].to_dict()
-                                             for p in (*PARAMS, ELEMENTWISE, *MOE_PARAMS) if p in self.efficiency}}
+                                             for p in (*PARAMS, *OPTIONAL, *MOE_PARAMS) if p in self.efficiency}}
         if self.row_sigma or shipped_row_sigma():  # written whenever it could differ from the default it loads with
             out["residual"] = self.row_sigma
         if self.stack:

@@ -59,7 +59,7 @@ from mcflops.arch import Shape, counts as arch_counts
 from mcflops.chain import published_per_token
 from mcflops.layout import RECOMPUTE, Layout, Terms, memory, overlap_defaults, recompute_ratio, terms
 from mcflops.layoutfit.data import LayoutRun, benchmark_rows
-from mcflops.layoutfit.mix import FLOOR, Data, stack_scales, components, draw_components, mfu_model, mixture, step_over_t0, unknown_flags
+from mcflops.layoutfit.mix import FLOOR, Data, attention_draws, stack_scales, components, draw_components, mfu_model, mixture, step_over_t0, unknown_flags
 
 FAMILIES = {"hopper": ("h100-sxm", "h100-pcie", "h800", "h200"), "a100": ("a100",),
             "tpu": ("tpu-v3", "tpu-v4", "tpu-v5p")}
@@ -69,6 +69,12 @@ PART_HBM = {("a100", 40.0): 1555.0}
 # the elementwise multiplier's 90% prior: bytes moved per activation byte stored (about 5: written, read back, the
 # gradient's read and write; unfused chains of kernels more)
 STARTING_EW = (1.0, 30.0)
+# the attention core's efficiency relative to the large GEMMs' (mcflops.layout.compute.attention_slowdown), a
+# logit-normal of this mean and sd by the delta method, 90% about [0.30, 0.84]: the kernels the rows ran span
+# FlashAttention-1's 25-40% of the A100's peak (as Dao 2023, "FlashAttention-2", abstract, measures it),
+# FlashAttention-2's 50-73% forward, less backward (ibid.) and FlashAttention-3's up to 75% of the H100's forward
+# (Shah et al. 2024, abstract), over the large GEMMs' 80-90% (Calculon's table, mcflops.layout.compute)
+STARTING_ATT = (0.6, 0.18)
 STARTING_EP = (0.2, 1.5)  # ep_comm's starting prior (layout_fit.json before the fit), kept
 # exposed communication's multipliers start near 1: overlap is in the terms now, so x is the time at the link's
 # rate over the time taken (NCCL's bus bandwidth is 70-90% of the link's: x 1.1-1.4), below 1 for any overlap
@@ -244,9 +250,10 @@ def _lognormal(lo: float, hi: float) -> tuple[float, float]:
 
 
 def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True, n_series: int = 0,
-          elementwise: bool = False) -> None:
+          elementwise: bool = False, attention: bool = False) -> None:
     """The NumPyro model (the module docstring); hyperpriors centred on the starting priors. ``n_series`` 0: no
-    series effect (the model before it)."""
+    series effect (the model before it); ``elementwise``, ``attention`` False: without that term."""
+    import jax
     import numpyro
     import jax.numpy as jnp
     import numpyro.distributions as dist
@@ -282,7 +289,12 @@ def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True, 
     log_tp = hyper["tp_comm"][0] + hyper["tp_comm"][1] * hyper["tp_comm"][2][st]
     log_dp = hyper["dp_comm"][0] + hyper["dp_comm"][1] * hyper["dp_comm"][2][st]
     log_ew = numpyro.sample("mu_log_elementwise", dist.Normal(*_lognormal(*STARTING_EW))) if elementwise else None
-    m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv, log_ew)  # rows x components: mix
+    att = None
+    if attention:  # the attention core's efficiency relative to the GEMMs' (one for every stack: STARTING_ATT)
+        m0, s0 = STARTING_ATT
+        att = jax.nn.sigmoid(numpyro.sample("mu_logit_attention", dist.Normal(math.log(m0 / (1 - m0)),
+                                                                             s0 / (m0 * (1 - m0)))))
+    m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv, log_ew, att)  # rows x components: mix
     scale = jnp.sqrt(jnp.exp(2 * log_sig[st]) + FLOOR ** 2) * a["noise"]
     obs = mixture(jnp.log(m), scale, a["weight"], DF)
     if "fit" in a:  # rows held out of this fit add nothing to its likelihood (mcflops.layoutfit.holdout)
@@ -306,7 +318,7 @@ class Fit:
 def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, draws: int = 500,
         families: Sequence[str] | None = None, stacks: Sequence[str] | None = None, max_tree_depth: int = 10,
         chain_method: str = "vectorized", held: Collection[str] = (), series: bool = True,
-        elementwise: bool = True) -> Fit:
+        elementwise: bool = True, attention: bool = True) -> Fit:
     """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter. Rows whose
     id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others. ``series`` and
     ``elementwise`` False: without the series term and the memory-bound multiplier (the model before them)."""
@@ -322,7 +334,7 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
     mc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,
               progress_bar=False)
     mc.run(jax.random.PRNGKey(seed), a, len(d.families), len(d.stacks), True, len(d.series) if series else 0,
-           elementwise, extra_fields=("diverging",))
+           elementwise, attention, extra_fields=("diverging",))
     grouped = {k: np.asarray(v) for k, v in mc.get_samples(group_by_chain=True).items()}
     summ = summary(grouped, group_by_chain=True)
     rh = [float(np.max(s["r_hat"])) for s in summ.values()]
@@ -360,7 +372,8 @@ def row_draws(f: Fit, r: Row) -> np.ndarray:
     a = Data.of([r]).arrays
     strag = 1 + np.exp(s["mu_log_straggler_cv"]) * r.terms.straggler_scale
     lam = np.exp(s["mu_log_elementwise"]) if "mu_log_elementwise" in s else 0.0
-    per = [1 / step_over_t0(np, {k: v[0, c] if v.ndim == 2 else v[0] for k, v in a.items()}, eta, x_tp, x_dp, lam) / strag
+    per = [1 / step_over_t0(np, {k: v[0, c] if v.ndim == 2 else v[0] for k, v in a.items()}, eta, x_tp, x_dp, lam,
+                            attention_draws(s)) / strag
            for c in range(len(r.mix))]
     return draw_components(per, r.unknown, len(r.modes))
 

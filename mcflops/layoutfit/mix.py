@@ -26,6 +26,7 @@ import numpy as np
 
 from mcflops.hostrng import generator
 from mcflops.layout import CLASS_PARAM, OVERLAP_FLAGS, communication_time, overlap_defaults
+from mcflops.layout.compute import attention_slowdown
 
 CLASSES = ("tp", "cp", "dp_fwd", "dp_bwd", "pp")  # no benchmark row has experts: ep stays out of the fit
 FLAG_SEED = 2  # the flags' draws in :func:`setting_index`, common to every row
@@ -69,6 +70,12 @@ def stack_scales(samples: Mapping[str, np.ndarray]) -> np.ndarray | None:
     per = samples.get("log_sigma_stack")
     return None if per is None else np.hypot(np.exp(per), FLOOR)
 
+def attention_draws(samples: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """Per posterior draw, the attention core's efficiency relative to the GEMMs'; None for a fit without the term."""
+    x = samples.get("mu_logit_attention")
+    return None if x is None else 1.0 / (1.0 + np.exp(-np.asarray(x)))
+
+
 @dataclass(frozen=True)
 class Data:
     """The rows as arrays for the model, with the family, stack and series names of their indices. Per row: ``fam``,
@@ -102,7 +109,7 @@ class Data:
         padded = [list(r.mix) + [r.mix[0]] * (k_max - len(r.mix)) for r in rs]
         col["weight"] = [[1.0 / len(r.mix)] * len(r.mix) + [0.0] * (k_max - len(r.mix)) for r in rs]
         for name, of in (("rho", "rho"), ("g", "g"), ("busy", "busy"), ("beta", "bubble"), ("S", "straggler_scale"),
-                         ("ew", "ew")):
+                         ("ew", "ew"), ("attn", "attn")):
             col[name] = [[getattr(t, of) for t in mix] for mix in padded]
         for k in CLASSES:  # each class's time over T0, its window's share of compute, and whether it overlaps
             col[f"c_{k}"] = [[t.comm[k] / t.t0 for t in mix] for mix in padded]
@@ -112,12 +119,14 @@ class Data:
         return Data(fams, sts, arr, tuple(str(getattr(r, "unit", "")) for r in rs), ser)
 
 
-def step_over_t0(xp, a: Mapping[str, Any], eta, x_tp, x_dp, lam=0.0):
+def step_over_t0(xp, a: Mapping[str, Any], eta, x_tp, x_dp, lam=0.0, att=None):
     """(T_c (1 + beta) + X) / T0 of each row and component (``xp``: numpy or jax.numpy): the arithmetic of
     :func:`mcflops.layout.factors` on arrays that broadcast, the overlap flags choosing per element between the
     exposed and the whole time; ``lam`` the elementwise multiplier (the memory-bound time lam E beside the GEMMs',
-    repeated by the recompute as they are)."""
-    tc = a["rho"] * (1.0 / (eta * a["g"]) + lam * a.get("ew", 0.0)) / a["busy"]
+    repeated by the recompute as they are); ``att`` the attention core's relative efficiency
+    (:func:`mcflops.layout.compute.attention_slowdown`; None: the model before the term)."""
+    k = attention_slowdown(a.get("attn", 0.0), a["g"], att)
+    tc = a["rho"] * (k / (eta * a["g"]) + lam * a.get("ew", 0.0)) / a["busy"]
     mult = {"tp_comm": x_tp, "dp_comm": x_dp}
     x = 0.0
     for k in CLASSES:
@@ -132,14 +141,14 @@ def by_component(a: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v if v.ndim == 2 else v[:, None] for k, v in a.items()}
 
 
-def mfu_model(a: Mapping[str, Any], logit_eta, log_tp, log_dp, log_cv, log_ew=None):
+def mfu_model(a: Mapping[str, Any], logit_eta, log_tp, log_dp, log_cv, log_ew=None, att=None):
     """The model MFU (true FLOPs) of each row and component (rows x K), in jax.numpy; the parameters per row."""
     import jax.numpy as jnp
 
     b = by_component(a)
     eta = 1.0 / (1.0 + jnp.exp(-logit_eta))
     lam = 0.0 if log_ew is None else jnp.exp(log_ew)
-    step = step_over_t0(jnp, b, eta[:, None], jnp.exp(log_tp)[:, None], jnp.exp(log_dp)[:, None], lam)
+    step = step_over_t0(jnp, b, eta[:, None], jnp.exp(log_tp)[:, None], jnp.exp(log_dp)[:, None], lam, att)
     return 1.0 / step / (1.0 + jnp.exp(log_cv) * b["S"])
 
 
@@ -169,5 +178,5 @@ def draw_components(per_component: Sequence[np.ndarray], unknown: Sequence[str],
     return stacked[idx, np.arange(stacked.shape[1])]
 
 
-__all__ = ["CLASSES", "Data", "by_component", "components", "draw_components", "mfu_model", "mixture", "setting_index",
+__all__ = ["CLASSES", "Data", "attention_draws", "by_component", "components", "draw_components", "mfu_model", "mixture", "setting_index",
            "settings", "step_over_t0", "unknown_flags"]

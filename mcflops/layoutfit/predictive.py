@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mcflops.hostrng import generator
-from mcflops.layoutfit.fit import DF, Fit, series_effect, stack_sigma
+from mcflops.layoutfit.fit import DF, Fit, attention_draws, series_effect, stack_sigma
 
 
 def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0,
@@ -45,13 +45,15 @@ def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0,
             "tp_comm": np.exp(s["mu_log_tp_comm"] + s["tau_stack_tp_comm"] * z["tp_comm"]),
             "dp_comm": np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * z["dp_comm"]),
             "straggler_cv": np.exp(s["mu_log_straggler_cv"]),
-            **({"elementwise": np.exp(s["mu_log_elementwise"])} if "mu_log_elementwise" in s else {})}
+            **({"elementwise": np.exp(s["mu_log_elementwise"])} if "mu_log_elementwise" in s else {}),
+            **({"attention": attention_draws(s)} if "mu_logit_attention" in s else {})}
 
 
 def marginals(draws: Mapping[str, np.ndarray], source: str) -> dict[str, dict[str, Any]]:
-    """Each parameter's marginal as the grammar reads it: beta {mean, sd} for gemm, lognormal [p5, p95] else."""
-    g = draws["gemm"]
-    out = {"gemm": {"beta": {"mean": round(float(np.mean(g)), 4), "sd": round(float(np.std(g)), 4)}, "source": source}}
+    """Each parameter's marginal as the grammar reads it: beta {mean, sd} for gemm and attention (shares of their
+    peak), lognormal [p5, p95] else."""
+    out = {p: {"beta": {"mean": round(float(np.mean(draws[p])), 4), "sd": round(float(np.std(draws[p])), 4)},
+               "source": source} for p in ("gemm", "attention") if p in draws}
     for p in ("tp_comm", "dp_comm", "straggler_cv", "elementwise"):
         if p not in draws:
             continue

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from mcflops.layout import ELEMENTWISE, OVERLAP_FLAGS, PARAMS
+from mcflops.layout import OPTIONAL, OVERLAP_FLAGS, PARAMS
 from mcflops.layout.fit import accelerator_priors, stack_entry
 from mcflops.layoutfit import fit as lf
 from mcflops.layoutfit.data import LayoutRun, benchmark_rows, production_rows
@@ -82,7 +82,7 @@ def export(f: lf.Fit, command: str, seed: int = 0) -> dict[str, Any]:
                 g = marginals(predictive(f, f"{fam}-fp8", seed, row, stack),
                                  src(f"in FP8 on {fam} ({', '.join(ids)}), against the FP8 peak"))["gemm"]
                 accel.update({f"{i}/fp8": {"gemm": g} for i in ids})
-        return {p: default[p] for p in (*PARAMS, ELEMENTWISE) if p in default}, accel
+        return {p: default[p] for p in (*PARAMS, *OPTIONAL) if p in default}, accel
 
     default, accel = priors(None, row, src)
     stacks: dict[str, Any] = {}

@@ -11,7 +11,9 @@ from typing import Any, Mapping
 from mcflops.report.blocks import B, Box, C, Fig, P, Section, Table, num
 
 FIGURE = "waterfall.png"  # drawn by plots.layout.waterfall
-NAMES = {"gemm": "GEMM efficiency (η × shape share)", "memory": "memory-bound operations (normalisation, activations)", "experts": "experts (load imbalance, token permutation)", "recompute": "recomputation (model / hardware FLOPs)",
+NAMES = {"gemm": "GEMM efficiency (η × shape share)", "attention": "attention core (below the GEMMs' efficiency)",
+         "memory": "memory-bound operations (normalisation, activations)",
+         "experts": "experts (load imbalance, token permutation)", "recompute": "recomputation (model / hardware FLOPs)",
          "pipeline": "pipeline (1 / (1 + bubble))", "communication": "communication not overlapped",
          "stragglers": "stragglers (slowest rank)", "mfu": "MFU (their product)"}
 

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from mcflops import chain
 from mcflops import hardware as catalogue
 from mcflops.errors import kind
-from mcflops.layout import ACTIVATION_ERROR, ELEMENTWISE, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
+from mcflops.layout import ACTIVATION_ERROR, FRACTIONS, OPTIONAL, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
     load_fit, overlap_defaults, problem
 from mcflops.layout.fit import accelerator_priors, stack_entry, stack_names
 from mcflops.layout.moe import MOE_FLAGS, MOE_KEYS, MOE_PARAMS, PRIORS as MOE_PRIORS, ROUTERS
@@ -226,12 +226,12 @@ def _efficiency(node: Mapping, here: Fields, acc_id: str, moe: bool = False, pre
     fit = stack_entry(load_fit(), stack)
     # the MoE priors: the fit's where it has them, else the module's first-principles ones (mcflops.layout.moe)
     defaults = {**(MOE_PRIORS if moe else {}), **fit["default"], **accelerator_priors(fit, acc_id, precision)}
-    names = (*PARAMS, ELEMENTWISE, *(MOE_PARAMS if moe else ()))
+    names = (*PARAMS, *OPTIONAL, *(MOE_PARAMS if moe else ()))
     fit_where = Fields(_FIT_PATH)
-    # the elementwise multiplier where the shipped fit has one (a fit from before the term has none: the model then
-    # leaves the memory-bound time out, unless the file states it)
+    # the elementwise multiplier and the attention core's efficiency where the shipped fit has them (a fit from before
+    # a term has none: the model then leaves that term out, unless the file states it)
     out = {p: parse_dist(defaults[p], f"layout_fit.{p}", fit_where, defaults, p) for p in names
-           if p != ELEMENTWISE or p in defaults}
+           if p not in OPTIONAL or p in defaults}
     out = {p: dataclasses.replace(d, source=defaults[p].get("source")) for p, d in out.items()}
     if "efficiency" in node:
         eff = here.mapping(node, "efficiency", expected="efficiency: {" + ", ".join(names) + "}", got=False)
@@ -239,8 +239,8 @@ def _efficiency(node: Mapping, here: Fields, acc_id: str, moe: bool = False, pre
         for p in eff:
             d = parse_dist(eff[p], f"{here.field}.efficiency.{p}", here, eff, p)
             lo = float(ppf(d, 1e-9))
-            if not lo > 0 or (p == "gemm" and float(ppf(d, 1 - 1e-9)) > 1):
-                raise here.error(f"efficiency.{p}: expected a prior on {'(0, 1]' if p == 'gemm' else '(0, inf)'}, "
+            if not lo > 0 or (p in FRACTIONS and float(ppf(d, 1 - 1e-9)) > 1):
+                raise here.error(f"efficiency.{p}: expected a prior on {'(0, 1]' if p in FRACTIONS else '(0, inf)'}, "
                                  f"got {d.describe()}", eff, p)
             out[p] = d
     return out

@@ -163,7 +163,7 @@ def _recipes() -> dict[str, Any]:
 
 def _layout() -> dict[str, Any]:
     """``mfu: {layout: {...}, efficiency: {...}, source: ...}`` (mcflops.spec.layoutspec)."""
-    from mcflops.layout import ELEMENTWISE, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, load_fit
+    from mcflops.layout import FRACTIONS, OPTIONAL, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, load_fit
     from mcflops.layout.fit import stack_names
     from mcflops.spec.layoutspec import FLOAT_KEYS, INT_KEYS
 
@@ -180,9 +180,9 @@ def _layout() -> dict[str, Any]:
                  sequence_parallel={"type": "boolean"}, fsdp={"type": "boolean"})
     props.update({k: {"enum": [True, False, "unknown"], "description": "overlap with compute; unknown (the default; "
                       "true for the data-parallel two with fsdp: true) mixes both settings 1:1"} for k in OVERLAP_FLAGS})
-    # gemm is a fraction (as mfu), the others positive multiples (as tokens); a mixture is not offered
-    eff = _object({p: {"$ref": "#/$defs/component_mfu" if p == "gemm" else "#/$defs/component_tokens"}
-                   for p in (*PARAMS, ELEMENTWISE)})
+    # gemm and attention are fractions (as mfu), the others positive multiples (as tokens); a mixture is not offered
+    eff = _object({p: {"$ref": "#/$defs/component_mfu" if p in FRACTIONS else "#/$defs/component_tokens"}
+                   for p in (*PARAMS, *OPTIONAL)})
     residual = {**_num(0), "description": "the run's own log-MFU residual, a Student-t(4) scale (default: the "
                 "shipped fit's row_residual; 0: none); a pilot does not learn it (mcflops.layoutfit.rowres)"}
     stack = {"enum": list(stack_names(load_fit())), "description": "a software stack the shipped fit has rows of: its "

@@ -251,3 +251,35 @@ def test_memory_bound_time_adds_to_the_gemms_and_is_its_own_factor():
     bare = terms(Layout(tp=8, pp=16, global_batch=2048, nvlink_gb_s=450, nvlink_domain=8, network_gb_s=50), shape,
                  counts(shape), 989.4e12, 16384)
     assert bare.ew == 0.0 and "memory" not in factors(bare, d)
+
+
+def test_attention_core_at_its_own_efficiency_slows_the_compute_by_hand():
+    """The attention core's share A of the training FLOPs is 6 l d s per token (Q K^T and the weighted sum of V,
+    2 matmuls x 2 FLOPs x 3 for forward and backward, halved by the causal mask) over the architecture's total; run
+    at a fraction a of the large GEMMs' efficiency it makes the compute K = 1 - A + A g / a times longer, and the
+    factors still multiply to the MFU."""
+    from mcflops.layout.compute import attention_share, attention_slowdown
+
+    shape = Shape(layers=32, d_model=4096, heads=32, vocab=128256, seq_len=32768, kv_heads=8, ffn=14336)
+    c = counts(shape)
+    share = 6 * 32 * 4096 * 32768 / c.training_flops_per_token
+    assert attention_share(c) == pytest.approx(share, rel=1e-12)
+    assert 0.3 < share < 0.45  # an 8B model at 32K tokens: over a third of its FLOPs are the attention core
+    lay = Layout(tp=4, pp=1, global_batch=64, nvlink_gb_s=450, nvlink_domain=8, network_gb_s=50, hbm_gb_s=3350)
+    tm = terms(lay, shape, c, 989.4e12, 64)
+    d = {"gemm": np.array([0.7]), "tp_comm": np.array([0.5]), "dp_comm": np.array([0.2]), "ep_comm": np.array([1.0]),
+         "straggler_cv": np.array([0.01]), "elementwise": np.array([12.0]), "attention": np.array([0.5])}
+    k = 1 - share + share * tm.g / 0.5
+    t_c = tm.t0 * tm.rho * (k / (0.7 * tm.g) + 12.0 * tm.ew)
+    x = 0.5 * (tm.comm["tp"] + tm.comm["cp"]) + 0.2 * (tm.comm["dp_fwd"] + tm.comm["dp_bwd"] + tm.comm["pp"])
+    step = (t_c * (1 + tm.bubble) + x) * (1 + 0.01 * tm.straggler_scale)
+    assert mfu(tm, d)[0] == pytest.approx(tm.t0 / step, rel=1e-12)
+    f = factors(tm, d)
+    assert f["attention"][0] == pytest.approx(1 / k, rel=1e-12)
+    assert np.prod([f[n][0] for n in ("gemm", "attention", "memory")]) == pytest.approx(
+        1 / (k / (0.7 * tm.g) + 12.0 * tm.ew), rel=1e-12)
+    # a kernel as efficient as the large GEMMs (a = g) costs nothing; a prior without the term is the model before it
+    assert attention_slowdown(share, tm.g, tm.g) == pytest.approx(1.0, rel=1e-12)
+    without = {p: v for p, v in d.items() if p != "attention"}
+    assert "attention" not in factors(tm, without)
+    assert mfu(tm, without)[0] > mfu(tm, d)[0]

@@ -228,12 +228,13 @@ def test_two_chunks_may_hold_only_the_embedding_and_the_loss():
 
 def test_the_prior_tables_streams_are_each_their_own():
     """The layout prior's fixed streams (efficiencies, flags, MoE parameters, the run's residual, the elementwise
-    multiplier; an unstated setting is chosen, not drawn) come from distinct seeds: two drawn from one seed would be dependent (a MoE parameter
-    and the residual moving together in every draw)."""
+    multiplier, the attention core's efficiency; an unstated setting is chosen, not drawn) come from distinct
+    seeds: two drawn from one seed would be dependent (a MoE parameter and the residual moving together in every
+    draw)."""
     import inspect
     import re
 
     from mcflops.layout import prior
 
     seeds = re.findall(r"generator\(_SEED(?: \+ (\d+))?\)", inspect.getsource(prior))
-    assert len(seeds) == 5 and len(set(seeds)) == len(seeds), seeds
+    assert len(seeds) == 6 and len(set(seeds)) == len(seeds), seeds

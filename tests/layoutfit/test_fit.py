@@ -79,14 +79,16 @@ def _synthetic(seed=0):
     rng = np.random.default_rng(seed)
     real = [r for r in lf.rows(benchmark_rows()) if r.series.startswith(("vtrain", "megascale"))][::3][:40]
     truth = {"gemm": {"s0a": 0.50, "s0b": 0.60, "s1a": 0.65, "s1b": 0.75}, "tp_comm": {"s0": 0.5, "s1": 0.2},
-             "dp_comm": 0.1, "straggler_cv": 0.004, "sigma": {"s0": 0.03, "s1": 0.12}, "elementwise": 10.0}
+             "dp_comm": 0.1, "straggler_cv": 0.004, "sigma": {"s0": 0.03, "s1": 0.12}, "elementwise": 10.0,
+             "attention": 0.6}
     rows = []
     for i, r in enumerate(real):
         st = "s0" if i % 2 else "s1"
         se = st + "ab"[i // 2 % 2]
         d = {"gemm": np.array([truth["gemm"][se]]), "tp_comm": np.array([truth["tp_comm"][st]]),
              "dp_comm": np.array([truth["dp_comm"]]), "ep_comm": np.array([1.0]),
-             "straggler_cv": np.array([truth["straggler_cv"]]), "elementwise": np.array([truth["elementwise"]])}
+             "straggler_cv": np.array([truth["straggler_cv"]]), "elementwise": np.array([truth["elementwise"]]),
+             "attention": np.array([truth["attention"]])}
         y = float(mfu(r.terms, d)[0]) * math.exp(truth["sigma"][st] * rng.standard_t(4))
         rows.append(dataclasses.replace(r, stack=st, series=se, family="a100", y=y, noise=1.0, mix=(r.terms,), unknown=(),
                                         modes=r.modes[:1]))

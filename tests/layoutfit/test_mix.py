@@ -20,7 +20,7 @@ from mcflops.layout import OVERLAP_FLAGS, memory, mfu
 PARAMS = {"mu_gemm": 0.3, "tau_family": 0.4, "tau_stack_gemm": 0.2, "mu_log_tp_comm": -0.3,
           "tau_stack_tp_comm": 0.5, "mu_log_dp_comm": 0.2, "tau_stack_dp_comm": 0.3,
           "mu_log_straggler_cv": math.log(0.003), "sigma_obs": 0.12, "tau_sigma": 0.6,
-          "mu_log_elementwise": math.log(12.0)}
+          "mu_log_elementwise": math.log(12.0), "mu_logit_attention": math.log(0.6 / 0.4)}
 
 
 def _runs():
@@ -77,7 +77,8 @@ def _draws_by_hand(r, d, p):
             "tp_comm": np.array([math.exp(p["mu_log_tp_comm"] + p["tau_stack_tp_comm"] * p["z_stack_tp_comm"][s])]),
             "dp_comm": np.array([math.exp(p["mu_log_dp_comm"] + p["tau_stack_dp_comm"] * p["z_stack_dp_comm"][s])]),
             "ep_comm": np.array([1.0]), "straggler_cv": np.array([math.exp(p["mu_log_straggler_cv"])]),
-            **({"elementwise": np.array([math.exp(p["mu_log_elementwise"])])} if "mu_log_elementwise" in p else {})}
+            **({"elementwise": np.array([math.exp(p["mu_log_elementwise"])])} if "mu_log_elementwise" in p else {}),
+            **({"attention": np.array([1 / (1 + math.exp(-p["mu_logit_attention"]))])} if "mu_logit_attention" in p else {})}
 
 
 def _oracle_rows(runs, rows, d, p):
@@ -125,15 +126,20 @@ def test_log_likelihood_is_the_mixture_scipy_computes():
     with jax.enable_x64(True):  # in 64 bits for a tight comparison (the fit itself runs in 32)
         a = {k: jnp.asarray(v) for k, v in d.arrays.items()}
         ll = np.asarray(log_likelihood(lf.model, {k: jnp.asarray(v)[None] for k, v in p.items()}, a, len(d.families),
-                                       len(d.stacks), True, len(d.series), True)["obs"][0])
+                                       len(d.stacks), True, len(d.series), True, True)["obs"][0])
     want = _oracle_rows(runs, rows, d, p)
     np.testing.assert_allclose(ll, want, rtol=1e-9, atol=1e-9)
     # the row with every flag stated: exactly the single component's density, no mixture
     assert ll[0] == pytest.approx(want[0], rel=1e-12)
+    # the attention term acts (each row's attention core is 2-5% of its FLOPs): another value moves every row's density
+    assert all(r.terms.attn > 0.01 for r in rows)
+    p["mu_logit_attention"] = np.asarray(0.0)
+    assert not np.any(np.isclose(_oracle_rows(runs, rows, d, p), want, rtol=1e-6))
 
 
 @pytest.mark.parametrize("series,elementwise", [(True, True), (False, False)])
 def test_log_density_is_priors_plus_mixture(series, elementwise):
+    attention = elementwise  # the terms came in order: series, memory-bound, attention; False: the model before all
     import jax
     import jax.numpy as jnp
     from numpyro.infer.util import log_density
@@ -143,12 +149,12 @@ def test_log_density_is_priors_plus_mixture(series, elementwise):
     d = Data.of(rows)
     p = _params(d)
     if not series:  # the model before the series term and the memory-bound one
-        p = {k: v for k, v in p.items() if k not in ("tau_series", "z_series", "mu_log_elementwise")}
+        p = {k: v for k, v in p.items() if k not in ("tau_series", "z_series", "mu_log_elementwise", "mu_logit_attention")}
     assert len(d.series) == 3  # two vTrain rows share a series: the term is shared, not one per row
     with jax.enable_x64(True):
         a = {k: jnp.asarray(v) for k, v in d.arrays.items()}
         got, _ = log_density(lf.model, (a, len(d.families), len(d.stacks), True, len(d.series) if series else 0,
-                                         elementwise), {},
+                                         elementwise, attention), {},
                              {k: jnp.asarray(v) for k, v in p.items()})
     z95 = stats.norm.ppf(0.95)
 
@@ -170,6 +176,9 @@ def test_log_density_is_priors_plus_mixture(series, elementwise):
         prior += stats.halfnorm.logpdf(p["tau_series"], scale=0.5) + stats.norm.logpdf(p["z_series"]).sum()
     if elementwise:
         prior += stats.norm.logpdf(p["mu_log_elementwise"], *lognormal(*lf.STARTING_EW))
+    if attention:  # logit-normal, its sd by the delta method from the starting mean and sd
+        m0, s0 = lf.STARTING_ATT
+        prior += stats.norm.logpdf(p["mu_logit_attention"], math.log(m0 / (1 - m0)), s0 / (m0 * (1 - m0)))
     assert float(got) == pytest.approx(prior + _oracle_rows(runs, rows, d, p).sum(), rel=1e-10)
 
 
