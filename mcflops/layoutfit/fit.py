@@ -9,8 +9,10 @@ family f and software stack k (every effect partially pooled; non-centred but th
 
     logit eta_i = mu_gemm + tau_family z_f + tau_stack z_k + tau_series z_j    (GEMM efficiency of large GEMMs)
     log x_tp,i  = mu_tp + tau_tp z'_k,   log x_dp,i = mu_dp + tau_dp z''_k,   log cv = mu_cv
-    MFU_i       = 1 / (tc (1 + beta) + X(x_tp, x_dp, tc)) / (1 + cv S),   tc = rho (1 / (eta g) + lambda E) / busy
+    MFU_i       = 1 / (tc (1 + beta) + X(x_tp, x_dp, tc)) / (1 + cv S),   tc = rho (K / (eta g) + lambda E) / busy
     log lambda  = mu_ew           (the memory-bound operations' multiplier on E, mcflops.layout.compute.elementwise_share)
+    K           = 1 - A + A g / a,   logit a = mu_att   (the attention core, share A of the FLOPs, at a fraction a
+                                     of the GEMMs' efficiency: mcflops.layout.compute.attention_slowdown)
     X           = sum over classes of x C / T0, or its exposed part past the overlap window w tc
                   (:func:`mcflops.layout.communication_time`; the row's overlap flags say which)
     log sigma_k ~ Normal(log sigma_obs, tau_sigma)                      (each stack's residual scale, centred)
@@ -320,8 +322,9 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
         chain_method: str = "vectorized", held: Collection[str] = (), series: bool = True,
         elementwise: bool = True, attention: bool = True) -> Fit:
     """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter. Rows whose
-    id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others. ``series`` and
-    ``elementwise`` False: without the series term and the memory-bound multiplier (the model before them)."""
+    id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others. ``series``,
+    ``elementwise`` and ``attention`` False: without the series term, the memory-bound multiplier and the attention
+    core's efficiency (the model before them)."""
     import jax
     import jax.numpy as jnp
     from numpyro.diagnostics import summary
