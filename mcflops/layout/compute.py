@@ -71,10 +71,11 @@ def attention_slowdown(share, g, attention=None):
     """K: the compute time over the time at the GEMMs' efficiency, when the attention core (``share`` A of the
     FLOPs) runs at a fraction ``attention`` (a) of the large GEMMs' efficiency eta / g while the rest runs at eta:
     K = 1 - A + A g / a. Why a < 1: the fused attention kernels run two small GEMMs (inner dimension the head
-    size, 64-192) with a softmax between them on chip, and reach 50-73% of the A100's peak forward, less backward
-    (Dao 2023, "FlashAttention-2", abstract and Sec. 4.1) and up to 75% of the H100's forward (Shah et al. 2024,
-    "FlashAttention-3", abstract), against the large GEMMs' 80-90% (Calculon's table above). ``attention`` is a
-    prior fitted on the benchmark rows (mcflops.layoutfit), where a sweep of sequence lengths measures it; None
+    size, 64-192) with a softmax between them on chip, and reach 25-40% of the A100's peak (FlashAttention-1, as Dao
+    2023, "FlashAttention-2", abstract, measures it), 50-73% forward, less backward (FlashAttention-2, ibid., Sec.
+    4.1) and up to 75% of the H100's forward (Shah et al. 2024, "FlashAttention-3", abstract), against the large
+    GEMMs' 80-90% (Calculon's table above). ``attention`` is a prior fitted on the benchmark rows
+    (mcflops.layoutfit.fit.STARTING_ATT), where a sweep of sequence lengths measures it; None
     (priors without it) is the model before the term, K = 1. Arithmetic only: floats, NumPy or JAX arrays."""
     if attention is None:
         return 1.0

@@ -375,8 +375,9 @@ def row_draws(f: Fit, r: Row) -> np.ndarray:
     a = Data.of([r]).arrays
     strag = 1 + np.exp(s["mu_log_straggler_cv"]) * r.terms.straggler_scale
     lam = np.exp(s["mu_log_elementwise"]) if "mu_log_elementwise" in s else 0.0
-    per = [1 / step_over_t0(np, {k: v[0, c] if v.ndim == 2 else v[0] for k, v in a.items()}, eta, x_tp, x_dp, lam,
-                            attention_draws(s)) / strag
+    att = attention_draws(s)
+    per = [1 / step_over_t0(np, {k: v[0, c] if v.ndim == 2 else v[0] for k, v in a.items()}, eta, x_tp, x_dp, lam, att)
+           / strag
            for c in range(len(r.mix))]
     return draw_components(per, r.unknown, len(r.modes))
 

@@ -70,6 +70,7 @@ def stack_scales(samples: Mapping[str, np.ndarray]) -> np.ndarray | None:
     per = samples.get("log_sigma_stack")
     return None if per is None else np.hypot(np.exp(per), FLOOR)
 
+
 def attention_draws(samples: Mapping[str, np.ndarray]) -> np.ndarray | None:
     """Per posterior draw, the attention core's efficiency relative to the GEMMs'; None for a fit without the term."""
     x = samples.get("mu_logit_attention")

@@ -9,7 +9,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from mcflops.hostrng import generator
-from mcflops.layoutfit.fit import DF, Fit, attention_draws, series_effect, stack_sigma
+from mcflops.layoutfit.fit import DF, Fit, series_effect, stack_sigma
+from mcflops.layoutfit.mix import attention_draws
 
 
 def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0,

@@ -73,7 +73,8 @@ def test_rows_convert_each_convention():
 def _synthetic(seed=0):
     """Rows with the terms of real A100 rows (vTrain and MegaScale: varied TP, DP and bubbles), two stacks of two
     series each, MFU simulated through mcflops.layout.mfu from known parameters (GEMM efficiency per series, the
-    communication multiplier per stack), Student-t(4) noise of a scale of each stack's own. Every row's overlap flags and
+    communication multiplier per stack; the memory-bound multiplier and the attention core's efficiency common),
+    Student-t(4) noise of a scale of each stack's own. Every row's overlap flags and
     recompute are known (its terms as stated, one component): the mixture over unknown ones is checked against
     scipy in test_layoutmix; 40 rows in two short chains do not also recover which setting each row ran."""
     rng = np.random.default_rng(seed)
