@@ -29,8 +29,10 @@ def fold(rs, held, attention: bool, chains: int, draws: int) -> None:
     print(f"attention term {'on' if attention else 'off'}: R-hat {f.r_hat_max:.3f}, ESS {f.ess_min:.0f}, "
           f"{f.divergences} divergences, {f.seconds:.0f} s")
     if "mu_logit_attention" in f.samples:
-        a = lf.attention_draws(f.samples)
-        print("  attention relative to the GEMMs, posterior 5/50/95%: " +
+        from mcflops.hostrng import generator
+
+        a = lf.attention_draws(f.samples, None, generator(0))  # a new stack's (one value for all in a shared fit)
+        print("  attention relative to the GEMMs on a new stack, posterior 5/50/95%: " +
               " / ".join(f"{q:.2f}" for q in np.quantile(a, [0.05, 0.5, 0.95])))
     got = [(r, *lh.predict(f, r)) for r in rs if r.id in held]
     y = np.array([g[0].y for g in got])

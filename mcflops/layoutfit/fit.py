@@ -11,8 +11,9 @@ family f and software stack k (every effect partially pooled; non-centred but th
     log x_tp,i  = mu_tp + tau_tp z'_k,   log x_dp,i = mu_dp + tau_dp z''_k,   log cv = mu_cv
     MFU_i       = 1 / (tc (1 + beta) + X(x_tp, x_dp, tc)) / (1 + cv S),   tc = rho (K / (eta g) + lambda E) / busy
     log lambda  = mu_ew           (the memory-bound operations' multiplier on E, mcflops.layout.compute.elementwise_share)
-    K           = 1 - A + A g / a,   logit a = mu_att   (the attention core, share A of the FLOPs, at a fraction a
-                                     of the GEMMs' efficiency: mcflops.layout.compute.attention_slowdown)
+    K           = 1 - A + A g / a,   logit a_k = mu_att + tau_att z_k   (the attention core, share A of the FLOPs,
+                                     at a fraction a of the GEMMs' efficiency, each stack's its own kernels':
+                                     mcflops.layout.compute.attention_slowdown)
     X           = sum over classes of x C / T0, or its exposed part past the overlap window w tc
                   (:func:`mcflops.layout.communication_time`; the row's overlap flags say which)
     log sigma_k ~ Normal(log sigma_obs, tau_sigma)                      (each stack's residual scale, centred)
@@ -77,6 +78,11 @@ STARTING_EW = (1.0, 30.0)
 # FlashAttention-2's 50-73% forward, less backward (ibid.) and FlashAttention-3's up to 75% of the H100's forward
 # (Shah et al. 2024, abstract), over the large GEMMs' 80-90% (Calculon's table, mcflops.layout.compute)
 STARTING_ATT = (0.6, 0.18)
+# each stack's own attention efficiency about that mean, in logit (a half-normal scale): the stacks ran different
+# kernels (FlashAttention-1 to -3, Triton's, cuDNN's), whose relative efficiencies above span about 2.3 in logit
+# (0.35 to 0.85), so a sd of a stack's about 0.7; one shared value is pinned at 0.30 by the one paper with long
+# contexts (llm-foundry, 216 rows) and reads Llama 3's 131K-token row 45% low (benchmarks/RESULTS.md)
+TAU_ATT_SCALE = 0.7
 STARTING_EP = (0.2, 1.5)  # ep_comm's starting prior (layout_fit.json before the fit), kept
 # exposed communication's multipliers start near 1: overlap is in the terms now, so x is the time at the link's
 # rate over the time taken (NCCL's bus bandwidth is 70-90% of the link's: x 1.1-1.4), below 1 for any overlap
@@ -292,10 +298,12 @@ def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True, 
     log_dp = hyper["dp_comm"][0] + hyper["dp_comm"][1] * hyper["dp_comm"][2][st]
     log_ew = numpyro.sample("mu_log_elementwise", dist.Normal(*_lognormal(*STARTING_EW))) if elementwise else None
     att = None
-    if attention:  # the attention core's efficiency relative to the GEMMs' (one for every stack: STARTING_ATT)
+    if attention:  # the attention core's efficiency relative to the GEMMs' (STARTING_ATT), each stack's its own
         m0, s0 = STARTING_ATT
-        att = jax.nn.sigmoid(numpyro.sample("mu_logit_attention", dist.Normal(math.log(m0 / (1 - m0)),
-                                                                             s0 / (m0 * (1 - m0)))))
+        mu_att = numpyro.sample("mu_logit_attention", dist.Normal(math.log(m0 / (1 - m0)), s0 / (m0 * (1 - m0))))
+        tau_att = numpyro.sample("tau_stack_attention", dist.HalfNormal(TAU_ATT_SCALE))
+        z_att = numpyro.sample("z_stack_attention", dist.Normal(0.0, 1.0).expand([n_stack]))
+        att = jax.nn.sigmoid(mu_att + tau_att * z_att[st])[:, None]  # rows x 1, against rows x components
     m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv, log_ew, att)  # rows x components: mix
     scale = jnp.sqrt(jnp.exp(2 * log_sig[st]) + FLOOR ** 2) * a["noise"]
     obs = mixture(jnp.log(m), scale, a["weight"], DF)
@@ -375,7 +383,7 @@ def row_draws(f: Fit, r: Row) -> np.ndarray:
     a = Data.of([r]).arrays
     strag = 1 + np.exp(s["mu_log_straggler_cv"]) * r.terms.straggler_scale
     lam = np.exp(s["mu_log_elementwise"]) if "mu_log_elementwise" in s else 0.0
-    att = attention_draws(s)
+    att = attention_draws(s, k, rng)  # after the draws above, so that a fit without the term draws them as before
     per = [1 / step_over_t0(np, {k: v[0, c] if v.ndim == 2 else v[0] for k, v in a.items()}, eta, x_tp, x_dp, lam, att)
            / strag
            for c in range(len(r.mix))]

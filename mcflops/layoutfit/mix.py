@@ -71,10 +71,19 @@ def stack_scales(samples: Mapping[str, np.ndarray]) -> np.ndarray | None:
     return None if per is None else np.hypot(np.exp(per), FLOOR)
 
 
-def attention_draws(samples: Mapping[str, np.ndarray]) -> np.ndarray | None:
-    """Per posterior draw, the attention core's efficiency relative to the GEMMs'; None for a fit without the term."""
+def attention_draws(samples: Mapping[str, np.ndarray], stack: int | None = None, rng=None) -> np.ndarray | None:
+    """Per posterior draw, the attention core's efficiency relative to the GEMMs' on the fitted stack of index
+    ``stack``, or on a new stack (its effect drawn from ``rng``); None for a fit without the term. A fit with one value for every stack (no ``tau_stack_attention``) draws nothing."""
     x = samples.get("mu_logit_attention")
-    return None if x is None else 1.0 / (1.0 + np.exp(-np.asarray(x)))
+    if x is None:
+        return None
+    x = np.asarray(x)
+    if "tau_stack_attention" in samples:
+        if stack is None and rng is None:
+            raise ValueError("a new stack's attention efficiency needs a random stream (rng)")
+        z = samples["z_stack_attention"][:, stack] if stack is not None else rng.standard_normal(len(x))
+        x = x + samples["tau_stack_attention"] * z
+    return 1.0 / (1.0 + np.exp(-x))
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0,
             "dp_comm": np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * z["dp_comm"]),
             "straggler_cv": np.exp(s["mu_log_straggler_cv"]),
             **({"elementwise": np.exp(s["mu_log_elementwise"])} if "mu_log_elementwise" in s else {}),
-            **({"attention": attention_draws(s)} if "mu_logit_attention" in s else {})}
+            # a new stack's attention kernels drawn from a stream of their own, so the draws above are as before
+            **({"attention": attention_draws(s, k, generator(seed + 3))} if "mu_logit_attention" in s else {})}
 
 
 def marginals(draws: Mapping[str, np.ndarray], source: str) -> dict[str, dict[str, Any]]:

@@ -45,7 +45,7 @@ import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import t as student_t
 
-from mcflops.layoutfit.mix import attention_draws, by_component, stack_scales, step_over_t0
+from mcflops.layoutfit.mix import by_component, stack_scales, step_over_t0
 
 CHUNK = 64  # posterior draws per NumPy pass (draws x rows x components arrays)
 
@@ -88,9 +88,13 @@ def log_model(f, draws: np.ndarray) -> np.ndarray:
          for p in ("tp_comm", "dp_comm")}
     eta = 1.0 / (1.0 + np.exp(-logit))
     lam = np.exp(s["mu_log_elementwise"][draws])[:, None, None] if "mu_log_elementwise" in s else 0.0
-    att = attention_draws(s)
-    step = step_over_t0(np, b, eta[..., None], x["tp_comm"][..., None], x["dp_comm"][..., None], lam,
-                        None if att is None else att[draws][:, None, None])
+    att = None
+    if "mu_logit_attention" in s:  # each row's stack's own where the fit has them (mix.attention_draws)
+        la = s["mu_logit_attention"][draws, None]
+        if "tau_stack_attention" in s:
+            la = la + s["tau_stack_attention"][draws, None] * s["z_stack_attention"][draws][:, st]
+        att = (1.0 / (1.0 + np.exp(-la)))[..., None]
+    step = step_over_t0(np, b, eta[..., None], x["tp_comm"][..., None], x["dp_comm"][..., None], lam, att)
     cv = np.exp(s["mu_log_straggler_cv"][draws])[:, None, None]
     return -np.log(step) - np.log1p(cv * b["S"])
 

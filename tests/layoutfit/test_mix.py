@@ -63,6 +63,9 @@ def _params(d):
     # each series' own GEMM term inside its stack
     p["tau_series"] = np.asarray(0.3)
     p["z_series"] = rng.standard_normal(len(d.series))
+    # each stack's own attention kernels about the shared mean (drawn last: the draws above are as before)
+    p["tau_stack_attention"] = np.asarray(0.5)
+    p["z_stack_attention"] = rng.standard_normal(len(d.stacks))
     return p
 
 
@@ -78,7 +81,9 @@ def _draws_by_hand(r, d, p):
             "dp_comm": np.array([math.exp(p["mu_log_dp_comm"] + p["tau_stack_dp_comm"] * p["z_stack_dp_comm"][s])]),
             "ep_comm": np.array([1.0]), "straggler_cv": np.array([math.exp(p["mu_log_straggler_cv"])]),
             **({"elementwise": np.array([math.exp(p["mu_log_elementwise"])])} if "mu_log_elementwise" in p else {}),
-            **({"attention": np.array([1 / (1 + math.exp(-p["mu_logit_attention"]))])} if "mu_logit_attention" in p else {})}
+            **({"attention": np.array([1 / (1 + math.exp(-p["mu_logit_attention"] - p["tau_stack_attention"]
+                                                          * p["z_stack_attention"][s]))])}
+               if "mu_logit_attention" in p else {})}
 
 
 def _oracle_rows(runs, rows, d, p):
@@ -133,8 +138,15 @@ def test_log_likelihood_is_the_mixture_scipy_computes():
     assert ll[0] == pytest.approx(want[0], rel=1e-12)
     # the attention term acts (each row's attention core is 2-5% of its FLOPs): another value moves every row's density
     assert all(r.terms.attn > 0.01 for r in rows)
-    p["mu_logit_attention"] = np.asarray(0.0)
-    assert not np.any(np.isclose(_oracle_rows(runs, rows, d, p), want, rtol=1e-6))
+    moved = dict(p, mu_logit_attention=np.asarray(0.0))
+    assert not np.any(np.isclose(_oracle_rows(runs, rows, d, moved), want, rtol=1e-6))
+    # and each stack's own: moving one stack's kernels moves its rows' densities and no other's
+    z = p["z_stack_attention"].copy()
+    k = d.stacks.index(rows[0].stack)
+    z[k] += 1.0
+    moved = _oracle_rows(runs, rows, d, dict(p, z_stack_attention=z))
+    mine = np.array([r.stack == rows[0].stack for r in rows])
+    assert not np.any(np.isclose(moved[mine], want[mine], rtol=1e-6)) and np.array_equal(moved[~mine], want[~mine])
 
 
 @pytest.mark.parametrize("series,elementwise", [(True, True), (False, False)])
@@ -149,7 +161,8 @@ def test_log_density_is_priors_plus_mixture(series, elementwise):
     d = Data.of(rows)
     p = _params(d)
     if not series:  # the model before the series term and the memory-bound one
-        p = {k: v for k, v in p.items() if k not in ("tau_series", "z_series", "mu_log_elementwise", "mu_logit_attention")}
+        p = {k: v for k, v in p.items() if k not in ("tau_series", "z_series", "mu_log_elementwise", "mu_logit_attention",
+                                                     "tau_stack_attention", "z_stack_attention")}
     assert len(d.series) == 3  # two vTrain rows share a series: the term is shared, not one per row
     with jax.enable_x64(True):
         a = {k: jnp.asarray(v) for k, v in d.arrays.items()}
@@ -179,6 +192,8 @@ def test_log_density_is_priors_plus_mixture(series, elementwise):
     if attention:  # logit-normal, its sd by the delta method from the starting mean and sd
         m0, s0 = lf.STARTING_ATT
         prior += stats.norm.logpdf(p["mu_logit_attention"], math.log(m0 / (1 - m0)), s0 / (m0 * (1 - m0)))
+        prior += stats.halfnorm.logpdf(p["tau_stack_attention"], scale=lf.TAU_ATT_SCALE)
+        prior += stats.norm.logpdf(p["z_stack_attention"]).sum()
     assert float(got) == pytest.approx(prior + _oracle_rows(runs, rows, d, p).sum(), rel=1e-10)
 
 
