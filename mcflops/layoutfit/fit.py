@@ -328,11 +328,15 @@ class Fit:
 def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, draws: int = 500,
         families: Sequence[str] | None = None, stacks: Sequence[str] | None = None, max_tree_depth: int = 10,
         chain_method: str = "vectorized", held: Collection[str] = (), series: bool = True,
-        elementwise: bool = True, attention: bool = True) -> Fit:
+        elementwise: bool = True, attention: bool = False) -> Fit:
     """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter. Rows whose
     id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others. ``series``,
-    ``elementwise`` and ``attention`` False: without the series term, the memory-bound multiplier and the attention
-    core's efficiency (the model before them)."""
+    ``elementwise`` False: without the series term, the memory-bound multiplier (the model before them).
+
+    ``attention`` True adds the attention core's efficiency. It is off in the shipped fit: fitted on every row, each
+    stack's value falls to 0.12-0.30 of the GEMMs' (below what the kernels measure) as the GEMM efficiency rises, the
+    term taking up small models' slowness where the share A grows as 1/width, and Llama 3's 131K-token row then reads
+    45-50% low (benchmarks/RESULTS.md, "The attention core's term")."""
     import jax
     import jax.numpy as jnp
     from numpyro.diagnostics import summary

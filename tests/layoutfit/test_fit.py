@@ -101,7 +101,7 @@ def test_fit_recovers_known_parameters():
     # 250 + 250: what the one family and the two stacks leave to their priors (tau_family, tau_stack_gemm beside the
     # series term) mixes slowly, and at 150 + 150 its R-hat was 1.12; tree depth 8: the two stacks' own residual
     # scales (one 4x the other) sharpen the posterior past what depth 6 crosses
-    f = lf.fit(rows, seed=0, chains=2, warmup=250, draws=250, max_tree_depth=8)
+    f = lf.fit(rows, seed=0, chains=2, warmup=250, draws=250, max_tree_depth=8, attention=True)
     s = f.samples
     assert f.r_hat_max < 1.1
     k = {st: f.data.stacks.index(st) for st in ("s0", "s1")}
@@ -145,7 +145,8 @@ def test_shipped_fit_parses_and_is_the_fit():
     from mcflops.layoutfit.validate import SCHEMA, efficiency_for, layout_prior
 
     doc = json.loads(FIT.read_text())
-    # the efficiency parameters and the memory-bound operations' multiplier the fit now has
+    # the efficiency parameters and the memory-bound operations' multiplier the fit now has (not the attention
+    # core's: fit() says why)
     assert doc["schema"] == SCHEMA and set(doc["default"]) == {*PARAMS, "elementwise"}
     assert "independent" in doc["status"] and "marginal" in doc["status"].lower()
     assert {"rows", "families", "stacks", "r_hat_max", "ess_min", "sigma_obs", "date", "command"} <= set(doc["fit"])

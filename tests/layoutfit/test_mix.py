@@ -223,3 +223,39 @@ def test_row_draws_mix_the_settings_one_to_one():
     ia = np.argmin(np.abs(a[:, None] - np.asarray(pa)[None]), axis=1)
     ib = np.argmin(np.abs(b[:, None] - np.asarray(pb)[None]), axis=1)
     assert np.array_equal(ia, ib)
+
+
+def test_a_new_stack_draws_its_attention_kernels_from_the_population():
+    """A row of a fitted stack takes that stack's attention efficiency, a row of a stack the fit has not seen draws
+    one per posterior draw, logit a ~ Normal(mu, tau): with every other parameter fixed its MFU is then a monotone
+    function of that draw, so its median is the MFU at logit a = mu and its quartiles at mu -+ 0.674 tau (each
+    order statistic within 4.5 of its standard error, sqrt(q (1 - q) / n) in probability). The other stack effects
+    are set to nothing, so that the attention kernels are all a new stack draws."""
+    runs = _runs()
+    rows = [lf.prepare(r) for r in runs]
+    d = Data.of(rows)
+    p = _params(d)
+    n = 20000
+    for k in ("tau_stack_gemm", "tau_stack_tp_comm", "tau_stack_dp_comm"):  # a new stack's other effects: none
+        p[k] = np.asarray(0.0)
+    samples = {k: np.repeat(np.asarray(v)[None], n, axis=0) for k, v in p.items()}
+    f = lf.Fit(d, samples, 1.0, float(n), 0, 0.0, 1, n, {})
+    r = dataclasses.replace(rows[0], mix=rows[0].mix[:1], unknown=(), modes=rows[0].modes[:1])  # one component
+    known = lf.row_draws(f, r)
+    assert np.ptp(known) == 0  # the stack's own value in every draw
+    new = dataclasses.replace(r, stack="a-stack-not-fitted")
+    got = lf.row_draws(f, new)
+    assert np.ptp(got) > 0
+
+    def at(logit_a):  # the MFU with every effect fixed and the attention efficiency at sigmoid(logit_a)
+        one = {k: v[:1].copy() for k, v in samples.items()}
+        k = d.stacks.index(r.stack)
+        one["mu_logit_attention"][:] = logit_a
+        one["z_stack_attention"][:, k] = 0.0
+        return float(lf.row_draws(lf.Fit(d, one, 1.0, 1.0, 0, 0.0, 1, 1, {}), r)[0])
+
+    mu, tau = float(p["mu_logit_attention"]), float(p["tau_stack_attention"])
+    for q, zq in ((0.25, -stats.norm.ppf(0.75)), (0.5, 0.0), (0.75, stats.norm.ppf(0.75))):
+        # the probability the draws put below the MFU at that quantile of logit a (MFU rises with a)
+        below = float(np.mean(got < at(mu + tau * zq)))
+        assert abs(below - q) < 4.5 * math.sqrt(q * (1 - q) / n), (q, below)
