@@ -11,9 +11,8 @@ family f and software stack k (every effect partially pooled; non-centred but th
     log x_tp,i  = mu_tp + tau_tp z'_k,   log x_dp,i = mu_dp + tau_dp z''_k,   log cv = mu_cv
     MFU_i       = 1 / (tc (1 + beta) + X(x_tp, x_dp, tc)) / (1 + cv S),   tc = rho (K / (eta g) + lambda E) / busy
     log lambda  = mu_ew           (the memory-bound operations' multiplier on E, mcflops.layout.compute.elementwise_share)
-    K           = 1 - A + A g / a,   logit a_k = mu_att + tau_att z_k   (the attention core, share A of the FLOPs,
-                                     at a fraction a of the GEMMs' efficiency, each stack's its own kernels':
-                                     mcflops.layout.compute.attention_slowdown)
+    K           = 1 - A + A g / a_k, logit a_k = mu_att + tau_att z_k   (attention, share A, at a fraction a_k of
+                                     the GEMMs' efficiency: layout.compute.attention_slowdown; not shipped: fit())
     X           = sum over classes of x C / T0, or its exposed part past the overlap window w tc
                   (:func:`mcflops.layout.communication_time`; the row's overlap flags say which)
     log sigma_k ~ Normal(log sigma_obs, tau_sigma)                      (each stack's residual scale, centred)
@@ -78,11 +77,7 @@ STARTING_EW = (1.0, 30.0)
 # FlashAttention-2's 50-73% forward, less backward (ibid.) and FlashAttention-3's up to 75% of the H100's forward
 # (Shah et al. 2024, abstract), over the large GEMMs' 80-90% (Calculon's table, mcflops.layout.compute)
 STARTING_ATT = (0.6, 0.18)
-# each stack's own attention efficiency about that mean, in logit (a half-normal scale): the stacks ran different
-# kernels (FlashAttention-1 to -3, Triton's, cuDNN's), whose relative efficiencies above span about 2.3 in logit
-# (0.35 to 0.85), so a sd of a stack's about 0.7; one shared value is pinned at 0.30 by the one paper with long
-# contexts (llm-foundry, 216 rows) and reads Llama 3's 131K-token row 45% low (benchmarks/RESULTS.md)
-TAU_ATT_SCALE = 0.7
+TAU_ATT_SCALE = 0.7  # a stack's own about it (half-normal, logit): the kernels above span 2.3 in logit (0.35-0.85)
 STARTING_EP = (0.2, 1.5)  # ep_comm's starting prior (layout_fit.json before the fit), kept
 # exposed communication's multipliers start near 1: overlap is in the terms now, so x is the time at the link's
 # rate over the time taken (NCCL's bus bandwidth is 70-90% of the link's: x 1.1-1.4), below 1 for any overlap
@@ -297,8 +292,8 @@ def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True, 
     log_tp = hyper["tp_comm"][0] + hyper["tp_comm"][1] * hyper["tp_comm"][2][st]
     log_dp = hyper["dp_comm"][0] + hyper["dp_comm"][1] * hyper["dp_comm"][2][st]
     log_ew = numpyro.sample("mu_log_elementwise", dist.Normal(*_lognormal(*STARTING_EW))) if elementwise else None
-    att = None
-    if attention:  # the attention core's efficiency relative to the GEMMs' (STARTING_ATT), each stack's its own
+    att = None  # the attention core's efficiency relative to the GEMMs' (STARTING_ATT), each stack's its own
+    if attention:
         m0, s0 = STARTING_ATT
         mu_att = numpyro.sample("mu_logit_attention", dist.Normal(math.log(m0 / (1 - m0)), s0 / (m0 * (1 - m0))))
         tau_att = numpyro.sample("tau_stack_attention", dist.HalfNormal(TAU_ATT_SCALE))
@@ -331,12 +326,9 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
         elementwise: bool = True, attention: bool = False) -> Fit:
     """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter. Rows whose
     id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others. ``series``,
-    ``elementwise`` False: without the series term, the memory-bound multiplier (the model before them).
-
-    ``attention`` True adds the attention core's efficiency. It is off in the shipped fit: fitted on every row, each
-    stack's value falls to 0.12-0.30 of the GEMMs' (below what the kernels measure) as the GEMM efficiency rises, the
-    term taking up small models' slowness where the share A grows as 1/width, and Llama 3's 131K-token row then reads
-    45-50% low (benchmarks/RESULTS.md, "The attention core's term")."""
+    ``elementwise`` False: without the series term, the memory-bound multiplier (the model before them). ``attention``
+    True adds the attention core's efficiency, off in the shipped fit: it takes up small models' slowness (A grows as
+    1/width) and reads Llama 3's 131K row 45-50% low (benchmarks/RESULTS.md, "The attention core's term")."""
     import jax
     import jax.numpy as jnp
     from numpyro.diagnostics import summary
