@@ -3,8 +3,10 @@ the memory per accelerator, the waterfall (prior and posterior) and a sentence t
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import numpy as np
 
 from mcflops.layout.model import FACTORS
 from mcflops.layout.prior import LayoutPrior
@@ -35,12 +37,42 @@ def explain(prior: LayoutPrior, posterior_mfu=None, goodput: float | None = None
         "sentence": sentence(wf),
         "identified": IDENTIFIED if posterior_mfu is not None else None,
         "notes": prior.notes(),
+        "width_parts": width_parts(prior),
     }
     if prior.mixed:
         out["mixed"] = {k: list(dict.fromkeys(c[j] for c in prior.combos)) for j, k in enumerate(prior.mixed)}
     if mem is not None:
         out["memory"] = mem.to_dict()
     return out
+
+
+def width_parts(prior: LayoutPrior) -> dict[str, Any]:
+    """What the MFU prior's width is made of: its p95/p5 with every efficiency prior drawn, and with each one in turn
+    at its own median (a point prior, the other draws as they were). The prior whose fixing narrows it most is the
+    one to state (``efficiency:``, a fitted ``stack:``) or measure (``pilot:``). A one-at-a-time reading, not a
+    variance decomposition: the parts need not multiply to the whole. Over the layout table's Latin-hypercube draws
+    (mcflops.layout.prior), so it is the same in every run of the file; a prior that does not enter the layout is
+    left out."""
+    from mcflops.priors.dist import Dist
+    from mcflops.priors.quantiles import ppf
+
+    def width(lp: LayoutPrior) -> float:
+        lo, hi = np.quantile(lp.factor_draws()["mfu"], [0.05, 0.95])
+        return float(hi / lo)
+
+    whole, draws, fixed = width(prior), prior.draws(), {}
+    for p, d in prior.efficiency.items():
+        if d.family == "point" or p not in draws:
+            continue
+        med = float(ppf(d, 0.5))
+        point = Dist("point", {"value": med}, source="its median")
+        # the other columns as drawn (the same Latin-hypercube table), this one at its median
+        one = dataclasses.replace(prior, efficiency={**prior.efficiency, p: point},
+                                  _cache={"draws": {**draws, p: np.full_like(draws[p], med)}})
+        w = width(one)
+        if abs(w - whole) > 1e-9 * whole:  # a prior that does not enter this layout (ep_comm of a dense model): left out
+            fixed[p] = w
+    return {"all": whole, "fixed": fixed}
 
 
 def sentence(wf) -> str:

@@ -44,3 +44,39 @@ def test_the_report_has_a_layout_section(result, tmp_path):
     run = Run(summary=summary, spec=result.spec, figures={}, label=str(tmp_path))
     md = to_markdown(build(run))
     assert "Where the FLOP/s go" in md and "GEMM efficiency" in md and "Of 989 TFLOP/s" in md
+
+
+def test_the_widths_parts_are_those_of_the_file_with_that_prior_stated(result):
+    """explain's width parts against files that state each prior at its median (the spec grammar's path: a layout
+    table built afresh), and the whole against NumPy's quantiles of the table's MFU. The same Latin-hypercube columns
+    feed both, so they agree to rounding; a part that drew the fixed prior's column afresh, or fixed the wrong one,
+    moves the width by far more (GEMM efficiency alone takes it from 2.3x to 1.6x)."""
+    import copy
+
+    from mcflops.priors.quantiles import ppf
+    from mcflops.spec import load_spec
+
+    parts = result.to_dict()["layout"]["width_parts"]
+    lp = result.spec.count_dependent["mfu"]
+    lo, hi = np.quantile(lp.factor_draws()["mfu"], [0.05, 0.95])
+    assert parts["all"] == pytest.approx(hi / lo, rel=1e-12)
+    assert "ep_comm" not in parts["fixed"]  # a dense layout: no expert all-to-all to fix
+    assert set(parts["fixed"]) >= {"gemm", "tp_comm", "dp_comm"}
+    for p, got in parts["fixed"].items():
+        doc = copy.deepcopy(OBS)
+        doc["priors"]["mfu"]["efficiency"] = {p: {"point": float(ppf(lp.efficiency[p], 0.5)), "source": "median"}}
+        one = load_spec(doc).count_dependent["mfu"]
+        lo, hi = np.quantile(one.factor_draws()["mfu"], [0.05, 0.95])
+        assert got == pytest.approx(hi / lo, rel=1e-9), p
+    assert min(parts["fixed"], key=parts["fixed"].get) == "gemm" and parts["fixed"]["gemm"] < 0.8 * parts["all"]
+
+
+def test_the_report_names_what_the_width_is_made_of(result, tmp_path):
+    run = Run(summary=result.to_dict(), spec=result.spec, figures={}, label=str(tmp_path))
+    md = to_markdown(build(run))
+    text = md[md.index("What the width is made of"):]
+    # the table sorted by what fixing each prior leaves, the narrowest first, and the note names it
+    rows = [line for line in text.splitlines() if line.startswith("| ") and line.endswith("x |")]
+    widths = [float(r.rsplit("|", 2)[1].strip()[:-1]) for r in rows]
+    assert len(rows) >= 3 and widths == sorted(widths) and rows[0].startswith("| GEMM efficiency")
+    assert "Note: GEMM efficiency is most of the width" in text and "`pilot:`" in text
