@@ -1,12 +1,14 @@
 """The terminal's lines for a layout MFU prior (summary.json's ``layout``): the sentence, each factor prior and
-posterior, the memory per accelerator."""
+posterior, what the prior's width is made of, the memory per accelerator."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-NAMES = {"gemm": "GEMM efficiency", "experts": "experts", "recompute": "recompute", "pipeline": "pipeline", "communication": "communication",
-         "stragglers": "stragglers", "mfu": "MFU"}
+# every factor of mcflops.layout.model.FACTORS, in its order (the memory-bound and attention ones were missing)
+NAMES = {"gemm": "GEMM efficiency", "attention": "attention core", "memory": "memory-bound", "experts": "experts",
+         "recompute": "recompute", "pipeline": "pipeline", "communication": "communication", "stragglers": "stragglers",
+         "mfu": "MFU"}
 
 
 def _q(q: Mapping[str, float] | None) -> str:
@@ -26,6 +28,13 @@ def layout_lines(lay: Mapping[str, Any]) -> list[str]:
         if f:
             out.append(f"  {label:<16} {_q(f.get('prior'))}" + (f" -> {_q(f.get('posterior'))}" if post else ""))
     out.append(f"  {lay['sentence']}")
+    parts = lay.get("width_parts") or {}
+    if parts.get("fixed"):  # mcflops.layout.explain.width_parts: the prior whose median narrows it most
+        from mcflops.report.layout import PRIORS
+
+        top = min(parts["fixed"], key=parts["fixed"].get)
+        out.append(f"  the MFU prior spans {parts['all']:.2f}x (p95/p5); {PRIORS.get(top, top)} at its median "
+                   f"would leave {parts['fixed'][top]:.2f}x: state it (efficiency:, stack:) or measure it (pilot:)")
     mem = lay.get("memory")
     if mem:
         out.append(f"  memory per accelerator: {mem['total_gb']:.1f} of {mem['capacity_gb']:.0f} GB (states "
