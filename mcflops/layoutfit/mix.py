@@ -73,7 +73,8 @@ def stack_scales(samples: Mapping[str, np.ndarray]) -> np.ndarray | None:
 
 def attention_draws(samples: Mapping[str, np.ndarray], stack: int | None = None, rng=None) -> np.ndarray | None:
     """Per posterior draw, the attention core's efficiency relative to the GEMMs' on the fitted stack of index
-    ``stack``, or on a new stack (its effect drawn from ``rng``); None for a fit without the term. A fit with one value for every stack (no ``tau_stack_attention``) draws nothing."""
+    ``stack``, or on a new stack (its effect drawn from ``rng``); None for a fit without the term. A fit with one
+    value for every stack (no ``tau_stack_attention``) draws nothing."""
     x = samples.get("mu_logit_attention")
     if x is None:
         return None

@@ -38,7 +38,7 @@ def _width_parts(parts: Any) -> list:
     return [P([f"What the width is made of: the MFU prior spans {parts['all']:.2f}x (p95/p5). With one efficiency "
                f"prior at its median and the others drawn, it spans:"]),
             Table(["prior at its median", "p95/p5"], rows, num=frozenset({1})),
-            P([f"Note: {PRIORS.get(top, top)} is most of the width ({parts['all']:.2f}x to {w:.2f}x): state it "
+            P([f"Note: {PRIORS.get(top, top)} narrows it most ({parts['all']:.2f}x to {w:.2f}x): state it "
                "(", C("efficiency:"), ", or a fitted ", C("stack:"), ") or measure it with a pilot run (", C("pilot:"),
                "). One prior at a time, not a decomposition: the parts need not multiply to the whole."], "note")]
 

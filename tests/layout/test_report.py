@@ -79,4 +79,4 @@ def test_the_report_names_what_the_width_is_made_of(result, tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| ") and line.endswith("x |")]
     widths = [float(r.rsplit("|", 2)[1].strip()[:-1]) for r in rows]
     assert len(rows) >= 3 and widths == sorted(widths) and rows[0].startswith("| GEMM efficiency")
-    assert "Note: GEMM efficiency is most of the width" in text and "`pilot:`" in text
+    assert "Note: GEMM efficiency narrows it most (2.3" in text and "`pilot:`" in text
