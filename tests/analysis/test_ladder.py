@@ -158,6 +158,12 @@ def test_the_command_shows_four_rungs_and_writes_the_report(tmp_path, capsys):
     said = [x for x in d["notes"] if "micro_batch is not stated" in x]
     assert len(said) == 1 and said[0].startswith("C, D: layout: micro_batch is not stated: each draw takes the fastest "
                                                  "of 1, 2, 4, 8, 16, 32") and "(1 in 100% of the draws)" in said[0]
+    # the layout rung's width and its largest part (mcflops.layout.explain.width_parts), its p95/p5 the rung's own
+    # sampled one within 4.5 standard errors (each end's log quantile ~0.0085 at 4,000 draws of a log-sd ~0.25)
+    said = [x for x in d["notes"] if x.startswith("the layout rung's MFU spans ")]
+    assert len(said) == 1 and "GEMM efficiency at its median" in said[0]
+    w = float(said[0].split("spans ", 1)[1].split("x", 1)[0])
+    assert abs(math.log(w) - math.log(lay["mfu"]["p95"] / lay["mfu"]["p5"])) < 4.5 * math.sqrt(2) * 0.0085
     md = (out / "report.md").read_text()
     assert "## 1. MFU in context" in md and "C: layout tp 8, pp 8, global\\_batch 2048" in md
     assert f"--layout {LAYOUT} --pilot {PILOT},sigma=0.05" in md  # the reproduce line
