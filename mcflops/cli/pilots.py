@@ -79,6 +79,10 @@ def show(data: dict[str, Any]) -> None:
               for x in data["series"] if x.get("stack_stated")]
     if "pooled_stack_stated" in data:
         stated.append(dict(data["pooled_stack_stated"], series="pooled, one model at every count, stack stated"))
+    if "pooled_two_pilots" in data:  # a second pilot at the next count, and the first alone on the same rows
+        two = data["pooled_two_pilots"]
+        stated += [dict(two, series="two pilots (the two smallest counts), one model at every count"),
+                   dict(two["one_pilot_same_rows"], series="  the first pilot alone, on the same rows")]
     for x in data["series"] + pools + stated:
         m, pr = x["model"], x["prior"]
         rh = x.get("r_hat_max")
@@ -89,7 +93,8 @@ def show(data: dict[str, Any]) -> None:
     con.print(s)
     tg = data["targets"]
     for label, key in (("pooled", "met"), ("pooled, one model at every count (what a pilot: block states)",
-                                           "met_one_model"), ("the same, the stack stated", "met_stack_stated")):
+                                           "met_one_model"), ("the same, the stack stated", "met_stack_stated"),
+                       ("two pilots, one model at every count", "met_two_pilots")):
         if key in data:
             met = data[key]
             con.print(f"  targets ({label}; production p95/p5 is the median over the series): " + "; ".join(

@@ -74,19 +74,21 @@ def mfu_draws(run: LayoutRun, fit_json: Mapping[str, Any], row: bool = True,
 
 
 def transfer(runs: Sequence[LayoutRun], fit_json: Mapping[str, Any], sigma: float = SIGMA,
-             stack: str | None = None) -> dict[str, Any]:
-    """Condition on ``runs[0]`` (the pilot), predict the others: per row its measured MFU, the pilot-conditioned
+             stack: str | None = None, pilots: int = 1) -> dict[str, Any]:
+    """Condition on ``runs[0]`` (the pilot; with ``pilots`` 2, on ``runs[0]`` and ``runs[1]`` together, as a file
+    with two pilot measurements does), predict the others: per row its measured MFU, the pilot-conditioned
     (p5, p50, p95), the unconditioned layout prior's and the pilot's constant; the weights' effective size. The
     weights are a prior file's (:func:`mcflops.spec.pilots.log_likelihood`: the pilot's error and its run's own
-    residual, ``fit_json``'s ``row_residual``, or with ``stack`` that stack's); each predicted row carries its own
-    residual draw."""
+    residual, ``fit_json``'s ``row_residual``, or with ``stack`` that stack's; two pilots' log likelihoods add, each
+    run's residual its own); each predicted row carries its own residual draw. ``pilot`` is the first pilot."""
     row_sigma = float(stack_entry(fit_json, stack)["residual"]) if stack else lv.row_sigma(fit_json)
-    draws = [mfu_draws(r, fit_json, stack=stack) for r in runs[1:]]
-    m0, pilot = mfu_draws(runs[0], fit_json, row=False, stack=stack)
-    w = normalised(log_likelihood(pilot.y, m0, sigma, row_sigma))
+    draws = [mfu_draws(r, fit_json, stack=stack) for r in runs[pilots:]]
+    given = [mfu_draws(r, fit_json, row=False, stack=stack) for r in runs[:pilots]]
+    m0, pilot = given[0]
+    w = normalised(sum(log_likelihood(g.y, m, sigma, row_sigma) for m, g in given))
     probs = list(lh.QUANTILES)
     rows = []
-    for (m, row), run in zip(draws, runs[1:]):
+    for (m, row), run in zip(draws, runs[pilots:]):
         post = weighted_quantiles(m, w, probs)
         prior = np.quantile(m, probs)
         rows.append({"id": row.id, "count": run.count, "y": row.y,
@@ -148,6 +150,18 @@ def validate(seed: int, settings: lh.Settings, series: Sequence[str] = SERIES,
             st = transfer(runs, fj, stack=stk)
             stated = {"stack": stk, **st, **series_scores(st["rows"]),
                       "production_p95_over_p5": _production_width(st["rows"])}
+        # a second pilot at the next count (a second measured scale: the terms that change with the count, which
+        # one pilot leaves to the priors), where two rows are left to predict; the one pilot on the same rows beside
+        two = None
+        if len(runs) >= 4:
+            second = sorted(runs[1:], key=lambda r: r.count)[0]
+            order = [runs[0], second] + [r for r in runs[1:] if r is not second]
+            tw = transfer(order, fj, pilots=2)
+            ids = {r["id"] for r in tw["rows"]}
+            same = [r for r in res["rows"] if r["id"] in ids]
+            two = {"second": {"id": second.id, "count": second.count}, **tw, **series_scores(tw["rows"]),
+                   "production_p95_over_p5": _production_width(tw["rows"]),
+                   "one_pilot_same_rows": {**series_scores(same), "production_p95_over_p5": _production_width(same)}}
         out["series"].append({"series": name, "held_out": len(held), "fit_rows": len(bench) - len(held),
                               # a prior file's pilot keeps the file's architecture: a series whose model changes
                               # with the count (Megatron-Core's weak scaling) asks more of it than a pilot can state
@@ -155,7 +169,8 @@ def validate(seed: int, settings: lh.Settings, series: Sequence[str] = SERIES,
                               "r_hat_max": fit.get("r_hat_max"), "ess_min": fit.get("ess_min"),
                               "divergences": fit.get("divergences"), "seconds": time.perf_counter() - t,
                               **res, **series_scores(res["rows"]),
-                              "production_p95_over_p5": _production_width(res["rows"]), "stack_stated": stated})
+                              "production_p95_over_p5": _production_width(res["rows"]), "stack_stated": stated,
+                              "two_pilots": two})
     out["pooled"] = pool(out["series"])
     out["met"] = met(out["pooled"])
     one = [s for s in out["series"] if s["one_model"]]
@@ -166,6 +181,14 @@ def validate(seed: int, settings: lh.Settings, series: Sequence[str] = SERIES,
     if stated:  # the one-model series again, the file stating the stack the refit has other series of
         out["pooled_stack_stated"] = pool(stated)
         out["met_stack_stated"] = met(out["pooled_stack_stated"])
+    twos = [{"series": s["series"], **s["two_pilots"]} for s in out["series"] if s["two_pilots"] and s["one_model"]]
+    if twos:  # the one-model series with a second pilot, and the one pilot on the same rows
+        out["pooled_two_pilots"] = pool(twos)
+        out["met_two_pilots"] = met(out["pooled_two_pilots"])
+        out["pooled_two_pilots"]["one_pilot_same_rows"] = pool(
+            [{"series": t["series"], "rows": [r for s in out["series"] if s["series"] == t["series"] for r in s["rows"]
+                                              if r["id"] in {x["id"] for x in t["rows"]}],
+              "production_p95_over_p5": t["one_pilot_same_rows"]["production_p95_over_p5"]} for t in twos])
     return out
 
 

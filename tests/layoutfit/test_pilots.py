@@ -125,3 +125,32 @@ def test_the_command_writes_and_prints_the_validation(tmp_path, monkeypatch, cap
     assert [s["series"] for s in data["series"]] == [SMALL]
     assert "did not converge" in text.split("\n")[0]  # a refit past R-hat 1.1 is named before the table
     assert "mcore2024-strong-175b-4608" in text and "pooled" in text and "targets" in text
+
+
+def test_two_pilots_weigh_the_draws_by_both_measurements(runs):
+    """Two pilots: the draws weighted by the product of each pilot's likelihood (by hand: log-normal in the shared
+    draws' MFU, sd sqrt(0.05^2 + sigma_row^2), the weighted median through the sorted CDF at Hazen's midpoints),
+    the two pilots' rows no longer predicted, and the second pilot moves the prediction off the first one's alone."""
+    from mcflops.layoutfit.pilots import mfu_draws
+    from mcflops.layoutfit.validate import row_sigma
+
+    fj = load_fit()
+    series = pilots.series_runs("megascale-175b-strong-megascale", runs)
+    second = sorted(series[1:], key=lambda r: r.count)[0]
+    order = [series[0], second] + [r for r in series[1:] if r is not second]
+    got = pilots.transfer(order, fj, pilots=2)
+    assert [r["id"] for r in got["rows"]] == [r.id for r in order[2:]]
+    s = math.hypot(pilots.SIGMA, row_sigma(fj))
+    logw = sum(-0.5 * ((np.log(mfu_draws(r, fj, row=False)[1].y) - np.log(mfu_draws(r, fj, row=False)[0])) / s) ** 2
+               for r in order[:2])
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    assert got["ess"] == pytest.approx(1 / np.sum(w ** 2), rel=1e-9)
+    m, _ = mfu_draws(order[-1], fj)
+    i = np.argsort(m)
+    cdf = np.cumsum(w[i]) - 0.5 * w[i]  # Hazen's midpoints, as the weighted quantiles take them
+    want = np.interp(0.5, cdf, m[i])
+    assert got["rows"][-1]["p50"] == pytest.approx(want, rel=1e-6)
+    one = pilots.transfer([series[0]] + order[2:], fj)
+    assert [r["id"] for r in one["rows"]] == [r["id"] for r in got["rows"]]
+    assert got["rows"][-1]["p50"] != pytest.approx(one["rows"][-1]["p50"], rel=1e-3)
