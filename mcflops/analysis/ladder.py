@@ -294,6 +294,10 @@ def _notes(rs, rows, u, scenario_notes) -> list[str]:
                      f"likelihood (effective sample size {pilot['pilot']['ess']:,.0f} of {pilot['pilot']['draws']:,}); "
                      "its MFU is the posterior predictive at the production layout and the file's count, "
                      "re-solved on the same weighted draws at the count a deadline asks for")
+        if len({c["count"] for c in pilot["pilot"]["pilots"]}) == 1:  # docs/layout.md, "A pilot on held-out series"
+            notes.append("one pilot count pins the efficiencies' product at that count; what changes with the count "
+                         "(the bubble's share, exposed communication) stays as uncertain as its priors: a second "
+                         "pilot at another count (--pilot twice) narrows production further")
     notes += [x for x in scenario_notes if x.startswith("what moves with the accelerator count")]
     return notes
 

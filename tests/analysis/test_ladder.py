@@ -160,6 +160,8 @@ def test_the_command_shows_four_rungs_and_writes_the_report(tmp_path, capsys):
                                                  "of 1, 2, 4, 8, 16, 32") and "(1 in 100% of the draws)" in said[0]
     # the layout rung's width and its largest part (mcflops.layout.explain.width_parts), its p95/p5 the rung's own
     # sampled one within 4.5 standard errors (each end's log quantile ~0.0085 at 4,000 draws of a log-sd ~0.25)
+    # one pilot count: the note says what a second one adds
+    assert sum(x.startswith("one pilot count pins the efficiencies' product") for x in d["notes"]) == 1
     said = [x for x in d["notes"] if x.startswith("the layout rung's MFU spans ")]
     assert len(said) == 1 and "GEMM efficiency at its median" in said[0]
     w = float(said[0].split("spans ", 1)[1].split("x", 1)[0])
@@ -251,3 +253,10 @@ def test_the_api_names_its_arguments(kw, says):
     with pytest.raises(UsageError) as e:
         api.ladder(str(FILE), **kw)
     assert says in str(e.value), str(e.value)
+
+
+def test_two_pilot_counts_leave_out_the_note_asking_for_a_second():
+    d = ladder_mod.ladder(FILE, [LAYOUT], pilots=[PILOT, "count=1024,tflops_per_gpu=400"], samples=2000)
+    pil = next(r for r in d["rungs"] if r["kind"] == "pilot")
+    assert sorted(c["count"] for c in pil["pilot"]["pilots"]) == [512, 1024]
+    assert not any(x.startswith("one pilot count pins") for x in d["notes"])
