@@ -37,7 +37,9 @@ def explain(prior: LayoutPrior, posterior_mfu=None, goodput: float | None = None
         "sentence": sentence(wf),
         "identified": IDENTIFIED if posterior_mfu is not None else None,
         "notes": prior.notes(),
-        "width_parts": width_parts(prior),
+        # a prior conditioned on pilots: its width is the pilots' posterior predictive's, which the parts (each on
+        # the unweighted draws) do not describe, and the pilot has measured what they would name
+        "width_parts": None if getattr(prior, "pilots", ()) else width_parts(prior),
     }
     if prior.mixed:
         out["mixed"] = {k: list(dict.fromkeys(c[j] for c in prior.combos)) for j, k in enumerate(prior.mixed)}

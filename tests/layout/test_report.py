@@ -80,3 +80,17 @@ def test_the_report_names_what_the_width_is_made_of(result, tmp_path):
     widths = [float(r.rsplit("|", 2)[1].strip()[:-1]) for r in rows]
     assert len(rows) >= 3 and widths == sorted(widths) and rows[0].startswith("| GEMM efficiency")
     assert "Note: GEMM efficiency narrows it most (2.3" in text and "`pilot:`" in text
+
+
+def test_a_prior_conditioned_on_a_pilot_has_no_width_parts(tmp_path):
+    """The parts are read on the layout table's unweighted draws: for a file with a pilot they would describe the
+    prior before it (2.3x for the example) where the file's MFU prior is the pilot's posterior predictive (about
+    1.3x), so they are left out, in summary.json and the report."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "priors" / "examples" / "ladder" / "dense70b-pilot.yaml"
+    res = mcflops.run(path, samples=20000)
+    lay = res.to_dict()["layout"]
+    assert lay["waterfall"] and lay["width_parts"] is None
+    md = to_markdown(build(Run(summary=res.to_dict(), spec=res.spec, figures={}, label=str(tmp_path))))
+    assert "Where the FLOP/s go" in md and "What the width is made of" not in md
