@@ -263,14 +263,13 @@ def _notes(rs, rows, u, scenario_notes) -> list[str]:
     for r, row in zip(rs, rows):  # the layout rung's width and the prior it mostly comes from (layout.explain)
         if row["kind"] == "layout":
             from mcflops.layout.explain import width_parts
-            from mcflops.report.layout import PRIORS
 
             parts = width_parts(r["spec"].count_dependent["mfu"])
             if parts["fixed"]:
                 top = min(parts["fixed"], key=parts["fixed"].get)
-                notes.append(f"the layout rung's MFU spans {parts['all']:.2f}x (p95/p5); with {PRIORS.get(top, top)} at "
-                             f"its median it would span {parts['fixed'][top]:.2f}x: that is the prior to state (a fitted "
-                             "stack's) or to measure with a pilot")
+                notes.append(f"the layout rung's MFU spans {parts['all']:.2f}x (p95/p5); with {parts['names'][top]} "
+                             f"at its median it would span {parts['fixed'][top]:.2f}x: that is the prior to state (a "
+                             "fitted stack's) or to measure with a pilot")
     if cal is not None:
         g = rs[0]["spec"].priors.get("goodput")
         own = first["kind"] != "calibrated" and g is not None and not (g.family == "point" and g.params["value"] == 1)

@@ -30,10 +30,9 @@ def layout_lines(lay: Mapping[str, Any]) -> list[str]:
     out.append(f"  {lay['sentence']}")
     parts = lay.get("width_parts") or {}
     if parts.get("fixed"):  # mcflops.layout.explain.width_parts: the prior whose median narrows it most
-        from mcflops.report.layout import PRIORS
-
         top = min(parts["fixed"], key=parts["fixed"].get)
-        out.append(f"  the MFU prior spans {parts['all']:.2f}x (p95/p5); {PRIORS.get(top, top)} at its median "
+        name = parts.get("names", {}).get(top, top)
+        out.append(f"  the MFU prior spans {parts['all']:.2f}x (p95/p5); {name} at its median "
                    f"would leave {parts['fixed'][top]:.2f}x: state it (efficiency:, stack:) or measure it (pilot:)")
     mem = lay.get("memory")
     if mem:

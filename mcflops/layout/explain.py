@@ -16,6 +16,12 @@ LABELS = {"gemm": "GEMM efficiency", "attention": "the attention core", "memory"
           "experts": "expert load imbalance and token permutation", "recompute": "recomputation",
           "pipeline": "the pipeline bubble", "communication": "exposed communication", "stragglers": "stragglers",
           "counting": "FLOPs not counted", "goodput": "downtime"}
+# the efficiency priors by name (mcflops.layout.PARAMS and the optional ones), for the width's parts
+PRIOR_LABELS = {"gemm": "GEMM efficiency", "tp_comm": "tensor-parallel communication",
+                "dp_comm": "data-parallel communication", "ep_comm": "expert-parallel all-to-all",
+                "straggler_cv": "stragglers", "elementwise": "memory-bound operations (bytes moved)",
+                "attention": "attention core's efficiency", "moe_mem": "expert GEMMs' memory-bound time",
+                "moe_imbalance": "expert load imbalance"}
 IDENTIFIED = ("a GPU-hours figure constrains the factors only through their product (MFU): their posteriors move "
               "together along it, and the split between them is the prior's")
 
@@ -74,7 +80,7 @@ def width_parts(prior: LayoutPrior) -> dict[str, Any]:
         w = width(one)
         if abs(w - whole) > 1e-9 * whole:  # a prior that does not enter this layout (ep_comm of a dense model): left out
             fixed[p] = w
-    return {"all": whole, "fixed": fixed}
+    return {"all": whole, "fixed": fixed, "names": {p: PRIOR_LABELS.get(p, p) for p in fixed}}
 
 
 def sentence(wf) -> str:

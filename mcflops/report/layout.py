@@ -18,13 +18,6 @@ NAMES = {"gemm": "GEMM efficiency (η × shape share)", "attention": "attention 
          "stragglers": "stragglers (slowest rank)", "mfu": "MFU (their product)"}
 
 
-# the efficiency priors by name (mcflops.layout.PARAMS and the optional ones), for the width's parts
-PRIORS = {"gemm": "GEMM efficiency", "tp_comm": "tensor-parallel communication", "dp_comm": "data-parallel communication",
-          "ep_comm": "expert-parallel all-to-all", "straggler_cv": "stragglers",
-          "elementwise": "memory-bound operations (bytes moved)", "attention": "attention core's efficiency",
-          "moe_mem": "expert GEMMs' memory-bound time", "moe_imbalance": "expert load imbalance"}
-
-
 def _width_parts(parts: Any) -> list:
     """The width's parts (mcflops.layout.explain.width_parts): a sentence, the table, and what to do about the
     largest; nothing for a summary without them."""
@@ -33,12 +26,13 @@ def _width_parts(parts: Any) -> list:
     fixed = sorted(((k, v) for k, v in parts["fixed"].items() if num(v)), key=lambda kv: kv[1])
     if not fixed:
         return []
-    rows = [[PRIORS.get(k, k), f"{v:.2f}x"] for k, v in fixed]
+    names = parts.get("names") if isinstance(parts.get("names"), Mapping) else {}
+    rows = [[str(names.get(k, k)), f"{v:.2f}x"] for k, v in fixed]
     top, w = fixed[0]
     return [P([f"What the width is made of: the MFU prior spans {parts['all']:.2f}x (p95/p5). With one efficiency "
                f"prior at its median and the others drawn, it spans:"]),
             Table(["prior at its median", "p95/p5"], rows, num=frozenset({1})),
-            P([f"Note: {PRIORS.get(top, top)} narrows it most ({parts['all']:.2f}x to {w:.2f}x): state it "
+            P([f"Note: {names.get(top, top)} narrows it most ({parts['all']:.2f}x to {w:.2f}x): state it "
                "(", C("efficiency:"), ", or a fitted ", C("stack:"), ") or measure it with a pilot run (", C("pilot:"),
                "). One prior at a time, not a decomposition: the parts need not multiply to the whole."], "note")]
 
