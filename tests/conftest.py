@@ -7,8 +7,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # XLA's CPU backend at optimisation level 0 for the tests (and the processes they start, which inherit it), as
 # mcflops.inference.nuts compiles its driver: the suite compiles some 2,500 programs and runs most on 1e4-1e5 draws,
 # so compiling is half its CPU, and level 0 compiles faster and runs slower (a large pass, which no test runs, is
-# several times slower: benchmarks/RESULTS.md, "Test suite"). Results differ in the last bits of sums, which the goldens' tolerances
-# (a share of each statistic's Monte Carlo error) are made for. Not where the flags already choose the code path:
+# several times slower: benchmarks/RESULTS.md, "Test suite"). Results differ in the last bits of sums, which the
+# goldens' tolerances (a share of each statistic's Monte Carlo error) are made for. Not where the flags already
+# choose the code path:
 # .ci/run's portability pass sets an instruction set, and runs the goldens and determinism tests at the default
 # level, so both levels are checked against the stored summaries (made at the default level, tests/golden/make.py).
 _flags = os.environ.get("XLA_FLAGS", "")
