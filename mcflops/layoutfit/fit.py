@@ -11,8 +11,9 @@ family f and software stack k (every effect partially pooled; non-centred but th
     log x_tp,i  = mu_tp + tau_tp z'_k,   log x_dp,i = mu_dp + tau_dp z''_k,   log cv = mu_cv
     MFU_i       = 1 / (tc (1 + beta) + X(x_tp, x_dp, tc)) / (1 + cv S),   tc = rho (K / (eta g) + lambda E) / busy
     log lambda  = mu_ew           (the memory-bound operations' multiplier on E, mcflops.layout.compute.elementwise_share)
-    K           = 1 - A + A g / a_k, logit a_k = mu_att + tau_att z_k   (attention, share A, at a fraction a_k of
-                                     the GEMMs' efficiency: layout.compute.attention_slowdown; not shipped: fit())
+    K           = 1 - A + A g / a_k   (the attention core, share A, at a fraction a_k of the GEMMs' efficiency:
+                                     layout.compute.attention_slowdown; a_k of a stack on a family, fitted only
+                                     where a model ran at several sequence lengths, mix.contrast_groups)
     X           = sum over classes of x C / T0, or its exposed part past the overlap window w tc
                   (:func:`mcflops.layout.communication_time`; the row's overlap flags say which)
     log sigma_k ~ Normal(log sigma_obs, tau_sigma)                      (each stack's residual scale, centred)
@@ -61,7 +62,9 @@ from mcflops.arch import Shape, counts as arch_counts
 from mcflops.chain import published_per_token
 from mcflops.layout import RECOMPUTE, Layout, Terms, memory, overlap_defaults, recompute_ratio, terms
 from mcflops.layoutfit.data import LayoutRun, benchmark_rows
-from mcflops.layoutfit.mix import FLOOR, Data, attention_draws, stack_scales, components, draw_components, mfu_model, mixture, step_over_t0, unknown_flags
+from mcflops.layoutfit.mix import FLOOR, STARTING_ATT, Data, attention_draws, attention_group, attention_logit_prior, \
+    attention_scale, components, draw_components, mfu_model, mixture, row_attention, stack_scales, step_over_t0, \
+    unknown_flags
 
 FAMILIES = {"hopper": ("h100-sxm", "h100-pcie", "h800", "h200"), "a100": ("a100",),
             "tpu": ("tpu-v3", "tpu-v4", "tpu-v5p")}
@@ -71,13 +74,6 @@ PART_HBM = {("a100", 40.0): 1555.0}
 # the elementwise multiplier's 90% prior: bytes moved per activation byte stored (about 5: written, read back, the
 # gradient's read and write; unfused chains of kernels more)
 STARTING_EW = (1.0, 30.0)
-# the attention core's efficiency relative to the large GEMMs' (mcflops.layout.compute.attention_slowdown), a
-# logit-normal of this mean and sd by the delta method, 90% about [0.30, 0.84]: the kernels the rows ran span
-# FlashAttention-1's 25-40% of the A100's peak (as Dao 2023, "FlashAttention-2", abstract, measures it),
-# FlashAttention-2's 50-73% forward, less backward (ibid.) and FlashAttention-3's up to 75% of the H100's forward
-# (Shah et al. 2024, abstract), over the large GEMMs' 80-90% (Calculon's table, mcflops.layout.compute)
-STARTING_ATT = (0.6, 0.18)
-TAU_ATT_SCALE = 0.7  # a stack's own about it (half-normal, logit): the kernels above span 2.3 in logit (0.35-0.85)
 STARTING_EP = (0.2, 1.5)  # ep_comm's starting prior (layout_fit.json before the fit), kept
 # exposed communication's multipliers start near 1: overlap is in the terms now, so x is the time at the link's
 # rate over the time taken (NCCL's bus bandwidth is 70-90% of the link's: x 1.1-1.4), below 1 for any overlap
@@ -253,9 +249,10 @@ def _lognormal(lo: float, hi: float) -> tuple[float, float]:
 
 
 def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True, n_series: int = 0,
-          elementwise: bool = False, attention: bool = False) -> None:
+          elementwise: bool = False, attention: bool = False, n_att: int = 0) -> None:
     """The NumPyro model (the module docstring); hyperpriors centred on the starting priors. ``n_series`` 0: no
-    series effect (the model before it); ``elementwise``, ``attention`` False: without that term."""
+    series effect (the model before it); ``elementwise``, ``attention`` False: without that term; ``n_att`` the
+    attention groups the rows measure (``a["att_k"]`` indexes them)."""
     import jax
     import numpyro
     import jax.numpy as jnp
@@ -292,13 +289,12 @@ def model(a: Mapping[str, Any], n_fam: int, n_stack: int, observe: bool = True, 
     log_tp = hyper["tp_comm"][0] + hyper["tp_comm"][1] * hyper["tp_comm"][2][st]
     log_dp = hyper["dp_comm"][0] + hyper["dp_comm"][1] * hyper["dp_comm"][2][st]
     log_ew = numpyro.sample("mu_log_elementwise", dist.Normal(*_lognormal(*STARTING_EW))) if elementwise else None
-    att = None  # the attention core's efficiency relative to the GEMMs' (STARTING_ATT), each stack's its own
+    att = None  # the attention core's efficiency relative to the GEMMs' (mix.row_attention)
     if attention:
-        m0, s0 = STARTING_ATT
-        mu_att = numpyro.sample("mu_logit_attention", dist.Normal(math.log(m0 / (1 - m0)), s0 / (m0 * (1 - m0))))
-        tau_att = numpyro.sample("tau_stack_attention", dist.HalfNormal(TAU_ATT_SCALE))
-        z_att = numpyro.sample("z_stack_attention", dist.Normal(0.0, 1.0).expand([n_stack]))
-        att = jax.nn.sigmoid(mu_att + tau_att * z_att[st])[:, None]  # rows x 1, against rows x components
+        # each measured group's own, from the kernels' prior (mix.STARTING_ATT); every other row at the prior's median
+        mu0, sd0 = attention_logit_prior()
+        la = numpyro.sample("logit_attention", dist.Normal(mu0, sd0).expand([n_att])) if n_att else None
+        att = row_attention(jnp, la, a["att_k"], a["att_scale"])[:, None]  # rows x 1, against rows x components
     m = mfu_model(a, logit_eta, log_tp, log_dp, log_cv, log_ew, att)  # rows x components: mix
     scale = jnp.sqrt(jnp.exp(2 * log_sig[st]) + FLOOR ** 2) * a["noise"]
     obs = mixture(jnp.log(m), scale, a["weight"], DF)
@@ -318,6 +314,7 @@ class Fit:
     chains: int
     draws: int
     summary: Mapping[str, Mapping[str, float]]
+    attention: bool = False  # the model has the attention core's term (its groups: data.attention_groups)
 
 
 def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, draws: int = 500,
@@ -327,8 +324,11 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
     """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter. Rows whose
     id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others. ``series``,
     ``elementwise`` False: without the series term, the memory-bound multiplier (the model before them). ``attention``
-    True adds the attention core's efficiency, off in the shipped fit: it takes up small models' slowness (A grows as
-    1/width) and reads Llama 3's 131K row 45-50% low (benchmarks/RESULTS.md, "The attention core's term")."""
+    True adds the attention core's term, off in the shipped fit. Its efficiency is fitted only for the stacks on the
+    families whose rows measure it, a model run at several sequence lengths (mix.contrast_groups); elsewhere the fit
+    holds it at the kernels' prior median. Fitted on every stack it took up small models' slowness (A grows as
+    1 / width); identified this way it is llm-foundry's kernels, but a new stack then draws them from the prior, and
+    the held-out production rows read worse (benchmarks/RESULTS.md, "The attention core's term")."""
     import jax
     import jax.numpy as jnp
     from numpyro.diagnostics import summary
@@ -341,7 +341,7 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
     mc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,
               progress_bar=False)
     mc.run(jax.random.PRNGKey(seed), a, len(d.families), len(d.stacks), True, len(d.series) if series else 0,
-           elementwise, attention, extra_fields=("diverging",))
+           elementwise, attention, len(d.attention_groups), extra_fields=("diverging",))
     grouped = {k: np.asarray(v) for k, v in mc.get_samples(group_by_chain=True).items()}
     summ = summary(grouped, group_by_chain=True)
     rh = [float(np.max(s["r_hat"])) for s in summ.values()]
@@ -350,7 +350,7 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
     table = {k: {"mean": float(np.mean(s["mean"])), "r_hat": float(np.max(s["r_hat"])), "ess": float(np.min(s["n_eff"]))}
              for k, s in summ.items()}
     return Fit(d, flat, max(rh), min(ess), int(np.sum(mc.get_extra_fields()["diverging"])),
-               time.perf_counter() - t, chains, draws, table)
+               time.perf_counter() - t, chains, draws, table, attention)
 
 
 def series_effect(f: Fit, series: str | None, rng) -> np.ndarray:
@@ -379,7 +379,10 @@ def row_draws(f: Fit, r: Row) -> np.ndarray:
     a = Data.of([r]).arrays
     strag = 1 + np.exp(s["mu_log_straggler_cv"]) * r.terms.straggler_scale
     lam = np.exp(s["mu_log_elementwise"]) if "mu_log_elementwise" in s else 0.0
-    att = attention_draws(s, k, rng)  # after the draws above, so that a fit without the term draws them as before
+    # the row's group's fitted kernels, else the prior's draw (a new stack's, or a stack whose rows cannot tell):
+    # after the draws above, so that a fit without the term draws them as before
+    att = attention_draws(s, f.data.attention_groups, attention_group(r.stack, r.family), attention_scale(r.family),
+                          rng) if f.attention else None
     per = [1 / step_over_t0(np, {k: v[0, c] if v.ndim == 2 else v[0] for k, v in a.items()}, eta, x_tp, x_dp, lam, att)
            / strag
            for c in range(len(r.mix))]

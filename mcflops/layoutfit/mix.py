@@ -19,6 +19,7 @@ equal components, i.e. the one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Sequence
 
@@ -71,20 +72,78 @@ def stack_scales(samples: Mapping[str, np.ndarray]) -> np.ndarray | None:
     return None if per is None else np.hypot(np.exp(per), FLOOR)
 
 
-def attention_draws(samples: Mapping[str, np.ndarray], stack: int | None = None, rng=None) -> np.ndarray | None:
-    """Per posterior draw, the attention core's efficiency relative to the GEMMs' on the fitted stack of index
-    ``stack``, or on a new stack (its effect drawn from ``rng``); None for a fit without the term. A fit with one
-    value for every stack (no ``tau_stack_attention``) draws nothing."""
-    x = samples.get("mu_logit_attention")
-    if x is None:
-        return None
-    x = np.asarray(x)
-    if "tau_stack_attention" in samples:
-        if stack is None and rng is None:
-            raise ValueError("a new stack's attention efficiency needs a random stream (rng)")
-        z = samples["z_stack_attention"][:, stack] if stack is not None else rng.standard_normal(len(x))
-        x = x + samples["tau_stack_attention"] * z
-    return 1.0 / (1.0 + np.exp(-x))
+# The attention core's efficiency relative to the large GEMMs' (mcflops.layout.compute.attention_slowdown), a
+# logit-normal of this mean and sd by the delta method, 90% about [0.30, 0.84]: the kernels the rows ran span
+# FlashAttention-1's 25-40% of the A100's peak (as Dao 2023, "FlashAttention-2", abstract, measures it),
+# FlashAttention-2's 50-73% forward, less backward (ibid.) and FlashAttention-3's up to 75% of the H100's forward
+# (Shah et al. 2024, abstract), over the large GEMMs' 80-90% (Calculon's table, mcflops.layout.compute). The prior of
+# every stack and family whose rows cannot measure it (:func:`contrast_groups`), and of a new stack.
+STARTING_ATT = (0.6, 0.18)
+# In FP8 the GEMMs run against the FP8 peak, twice the BF16 one, while the attention core stays in BF16: Transformer
+# Engine's FP8 recipe leaves dot-product attention in higher precision unless asked (DelayedScaling's fp8_dpa, off by
+# default; NVIDIA Transformer Engine documentation, "Using FP8 with Transformer Engine"). Relative to the FP8 peak
+# its efficiency is then half the BF16 one's: a x BF16 peak / FP8 peak.
+ATT_FP8 = 0.5
+
+
+def attention_logit_prior() -> tuple[float, float]:
+    """The logit-normal prior of :data:`STARTING_ATT`: (mean, sd) in logit, the sd by the delta method."""
+    m0, s0 = STARTING_ATT
+    return math.log(m0 / (1 - m0)), s0 / (m0 * (1 - m0))
+
+
+def attention_group(stack: str, family: str | None) -> str:
+    """The attention kernels' group of a row: its stack on its accelerator family (FP8 rows with their BF16 family's:
+    the same kernels, :data:`ATT_FP8`). Kernels are tuned per generation (FlashAttention-2 reaches 50-73% of the A100's
+    peak and about 35% of the H100's, FlashAttention-3 up to 75% of the H100's: Shah et al. 2024), so one stack's
+    relative efficiency differs by family."""
+    return f"{stack}|{(family or '').removesuffix('-fp8')}"
+
+
+def attention_scale(family: str | None) -> float:
+    """The attention core's efficiency's factor against the row's peak: :data:`ATT_FP8` in FP8, 1 else."""
+    return ATT_FP8 if (family or "").endswith("-fp8") else 1.0
+
+
+def contrast_groups(rs: Sequence[Any], held: Collection[str] = ()) -> tuple[str, ...]:
+    """The attention groups (:func:`attention_group`) whose fitted rows (not in ``held``) measure the attention core:
+    one model of one series on one accelerator and precision run at two sequence lengths or more. Only there does
+    the attention share change with the width held fixed. Across models the share grows as s / width, so it moves
+    with everything else a small model's GEMMs do, and a term fitted there takes up the width (benchmarks/RESULTS.md,
+    "The attention core's term": every stack's value fell to 0.12-0.30 given the freedom). Elsewhere the fit holds
+    the kernels at the prior's median and a prediction draws them from the prior."""
+    seqs: dict[tuple[str, str], set[str]] = {}
+    for r in rs:
+        if r.id in held or not getattr(r, "unit", ""):
+            continue
+        model, seq = str(r.unit).rsplit("|", 1)
+        seqs.setdefault((attention_group(r.stack, r.family), model), set()).add(seq)
+    return tuple(sorted({g for (g, _), v in seqs.items() if len(v) > 1}))
+
+
+def row_attention(xp, logit_att, att_k, att_scale):
+    """Each row's attention efficiency (rows, or draws x rows with ``logit_att`` draws x groups): its group's fitted
+    logit (``att_k`` >= 0, an index into the fit's groups) or the prior's median (-1), times its ``att_scale``."""
+    mu, _ = attention_logit_prior()
+    if logit_att is None:
+        la = xp.full(xp.shape(att_k), mu)
+    else:
+        la = xp.where(att_k >= 0, xp.take(logit_att, xp.maximum(att_k, 0), axis=-1), mu)
+    return att_scale / (1.0 + xp.exp(-la))
+
+
+def attention_draws(samples: Mapping[str, np.ndarray], groups: Sequence[str], group: str, scale: float = 1.0,
+                    rng=None) -> np.ndarray:
+    """Per posterior draw, the attention core's efficiency for a run of attention ``group``: the group's fitted one
+    where the fit measured it (``groups``: :func:`contrast_groups`), else drawn from the kernels' prior (``rng``; None:
+    the prior's median, as the fit holds it), times ``scale`` (:func:`attention_scale`)."""
+    n = len(samples["mu_gemm"])
+    if group in groups:
+        x = np.asarray(samples["logit_attention"])[:, list(groups).index(group)]
+    else:
+        mu, sd = attention_logit_prior()
+        x = np.full(n, mu) if rng is None else mu + sd * rng.standard_normal(n)
+    return scale / (1.0 + np.exp(-x))
 
 
 @dataclass(frozen=True)
@@ -101,6 +160,7 @@ class Data:
     arrays: Mapping[str, np.ndarray]
     units: tuple[str, ...] = ()  # each row's unit (fit.unit; mcflops.layoutfit.rowres splits the residual by it)
     series: tuple[str, ...] = ()  # the series names (a series: one table of one source, inside one stack)
+    attention_groups: tuple[str, ...] = ()  # the groups whose attention efficiency the rows measure (contrast_groups)
 
     @staticmethod
     def of(rs: Sequence[Any], families: Sequence[str] | None = None, stacks: Sequence[str] | None = None,
@@ -116,6 +176,10 @@ class Data:
             "log_y": [np.log(r.y) for r in rs], "noise": [r.noise for r in rs]}
         if held:
             col["fit"] = [0.0 if r.id in held else 1.0 for r in rs]
+        att = contrast_groups(rs, held)
+        groups = [attention_group(r.stack, r.family) for r in rs]
+        col["att_k"] = [att.index(g) if g in att else -1 for g in groups]
+        col["att_scale"] = [attention_scale(r.family) for r in rs]
         k_max = max(len(r.mix) for r in rs)
         padded = [list(r.mix) + [r.mix[0]] * (k_max - len(r.mix)) for r in rs]
         col["weight"] = [[1.0 / len(r.mix)] * len(r.mix) + [0.0] * (k_max - len(r.mix)) for r in rs]
@@ -126,8 +190,8 @@ class Data:
             col[f"c_{k}"] = [[t.comm[k] / t.t0 for t in mix] for mix in padded]
             col[f"w_{k}"] = [[t.window.get(k, 0.0) for t in mix] for mix in padded]
             col[f"o_{k}"] = [[1.0 if k in t.window else 0.0 for t in mix] for mix in padded]
-        arr = {k: np.asarray(v, np.int32 if k in ("fam", "stack", "series") else np.float64) for k, v in col.items()}
-        return Data(fams, sts, arr, tuple(str(getattr(r, "unit", "")) for r in rs), ser)
+        arr = {k: np.asarray(v, np.int32 if k in ("fam", "stack", "series", "att_k") else np.float64) for k, v in col.items()}
+        return Data(fams, sts, arr, tuple(str(getattr(r, "unit", "")) for r in rs), ser, att)
 
 
 def step_over_t0(xp, a: Mapping[str, Any], eta, x_tp, x_dp, lam=0.0, att=None):
@@ -189,5 +253,6 @@ def draw_components(per_component: Sequence[np.ndarray], unknown: Sequence[str],
     return stacked[idx, np.arange(stacked.shape[1])]
 
 
-__all__ = ["CLASSES", "Data", "attention_draws", "by_component", "components", "draw_components", "mfu_model", "mixture", "setting_index",
+__all__ = ["ATT_FP8", "CLASSES", "Data", "STARTING_ATT", "attention_draws", "attention_group", "attention_logit_prior",
+           "attention_scale", "contrast_groups", "row_attention", "by_component", "components", "draw_components", "mfu_model", "mixture", "setting_index",
            "settings", "step_over_t0", "unknown_flags"]

@@ -10,7 +10,7 @@ import numpy as np
 
 from mcflops.hostrng import generator
 from mcflops.layoutfit.fit import DF, Fit, series_effect, stack_sigma
-from mcflops.layoutfit.mix import attention_draws
+from mcflops.layoutfit.mix import attention_draws, attention_group, attention_scale
 
 
 def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0,
@@ -47,8 +47,10 @@ def predictive(f: Fit, fam: str | None, seed: int = 0, row_sigma: float = 0.0,
             "dp_comm": np.exp(s["mu_log_dp_comm"] + s["tau_stack_dp_comm"] * z["dp_comm"]),
             "straggler_cv": np.exp(s["mu_log_straggler_cv"]),
             **({"elementwise": np.exp(s["mu_log_elementwise"])} if "mu_log_elementwise" in s else {}),
-            # a new stack's attention kernels drawn from a stream of their own, so the draws above are as before
-            **({"attention": attention_draws(s, k, generator(seed + 3))} if "mu_logit_attention" in s else {})}
+            # the attention kernels of the stack on the family where the fit measured them, else the kernels' prior
+            # (a new stack's, a new family's), from a stream of their own so that the draws above are as before
+            **({"attention": attention_draws(s, f.data.attention_groups, attention_group(stack or "", fam),
+                                             attention_scale(fam), generator(seed + 3))} if f.attention else {})}
 
 
 def marginals(draws: Mapping[str, np.ndarray], source: str) -> dict[str, dict[str, Any]]:

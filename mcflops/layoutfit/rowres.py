@@ -45,7 +45,7 @@ import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import t as student_t
 
-from mcflops.layoutfit.mix import by_component, stack_scales, step_over_t0
+from mcflops.layoutfit.mix import by_component, row_attention, stack_scales, step_over_t0
 
 CHUNK = 64  # posterior draws per NumPy pass (draws x rows x components arrays)
 
@@ -89,11 +89,10 @@ def log_model(f, draws: np.ndarray) -> np.ndarray:
     eta = 1.0 / (1.0 + np.exp(-logit))
     lam = np.exp(s["mu_log_elementwise"][draws])[:, None, None] if "mu_log_elementwise" in s else 0.0
     att = None
-    if "mu_logit_attention" in s:  # each row's stack's own where the fit has them (mix.attention_draws)
-        la = s["mu_logit_attention"][draws, None]
-        if "tau_stack_attention" in s:
-            la = la + s["tau_stack_attention"][draws, None] * s["z_stack_attention"][draws][:, st]
-        att = (1.0 / (1.0 + np.exp(-la)))[..., None]
+    if getattr(f, "attention", False):  # each row's group's fitted kernels, the prior's median else (mix.row_attention)
+        la = s["logit_attention"][draws] if "logit_attention" in s else None
+        att = row_attention(np, la, np.asarray(a["att_k"]), np.asarray(a["att_scale"]))
+        att = np.broadcast_to(att, (len(draws), len(st)))[..., None]
     step = step_over_t0(np, b, eta[..., None], x["tp_comm"][..., None], x["dp_comm"][..., None], lam, att)
     cv = np.exp(s["mu_log_straggler_cv"][draws])[:, None, None]
     return -np.log(step) - np.log1p(cv * b["S"])

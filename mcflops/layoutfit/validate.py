@@ -2,7 +2,8 @@
 
 :func:`export` turns a :class:`mcflops.layoutfit.fit.Fit` into ``layout_fit.json`` (schema
 ``layout_fit_v1``): the posterior predictive for a NEW run with a NEW software stack, on a known accelerator
-family (``accelerator:``, GEMM efficiency only: the other parameters do not depend on the family) or on an
+family (``accelerator:``, GEMM efficiency and the attention core's: the other parameters do not depend on the
+family) or on an
 unseen one (``default:``), each parameter's marginal on its own. :func:`production` predicts each production
 row from those priors through the prior-file grammar (:func:`mcflops.spec.load_spec`, the layout and
 ``efficiency:`` given inline), in the row's own FLOP convention, a flag its source does not state
@@ -74,14 +75,14 @@ def export(f: lf.Fit, command: str, seed: int = 0) -> dict[str, Any]:
         accel: dict[str, Any] = {}
         for fam, ids in lf.FAMILIES.items():
             if fam in f.data.families:
-                g = marginals(predictive(f, fam, seed, row, stack), src(f"on {fam} ({', '.join(ids)})"))["gemm"]
-                accel.update({i: {"gemm": g} for i in ids})
+                g = _family_part(marginals(predictive(f, fam, seed, row, stack), src(f"on {fam} ({', '.join(ids)})")))
+                accel.update({i: g for i in ids})
             # the FP8 rows are a family of their own (lf.family): GEMM efficiency against the FP8 peak, which a file
             # in fp8 on these accelerators reads (mcflops.layout.fit.accelerator_priors), not the BF16 one
             if f"{fam}-fp8" in f.data.families:
-                g = marginals(predictive(f, f"{fam}-fp8", seed, row, stack),
-                                 src(f"in FP8 on {fam} ({', '.join(ids)}), against the FP8 peak"))["gemm"]
-                accel.update({f"{i}/fp8": {"gemm": g} for i in ids})
+                g = _family_part(marginals(predictive(f, f"{fam}-fp8", seed, row, stack),
+                                           src(f"in FP8 on {fam} ({', '.join(ids)}), against the FP8 peak")))
+                accel.update({f"{i}/fp8": g for i in ids})
         return {p: default[p] for p in (*PARAMS, *OPTIONAL) if p in default}, accel
 
     default, accel = priors(None, row, src)
@@ -110,6 +111,12 @@ def export(f: lf.Fit, command: str, seed: int = 0) -> dict[str, Any]:
                     "chains": f.chains, "draws": f.draws, "seed": seed, "seconds": round(f.seconds, 1),
                     "date": today, "command": command,
                     "families_without_rows": [k for k in lf.FAMILIES if k not in f.data.families]}}
+
+
+def _family_part(m: Mapping[str, Any]) -> dict[str, Any]:
+    """What an accelerator family's entry carries of its marginals: GEMM efficiency, and the attention core's where the
+    fit has the term (its kernels differ by family, and in FP8 it runs against the FP8 peak: mix.attention_scale)."""
+    return {p: m[p] for p in ("gemm", "attention") if p in m}
 
 
 def _training(f: lf.Fit) -> np.ndarray:

@@ -61,7 +61,7 @@ def _fake_fit(rows, params, log_y=None):
     if log_y is not None:
         d = dataclasses.replace(d, arrays={**d.arrays, "log_y": np.asarray(log_y, float)})
     samples = {k: np.asarray(v, float)[None] for k, v in params.items()}
-    return lf.Fit(d, samples, 1.0, 100.0, 0, 0.0, 1, 1, {})
+    return lf.Fit(d, samples, 1.0, 100.0, 0, 0.0, 1, 1, {}, True)  # with the attention term, as _params has it
 
 
 def _oracle(rows, d, p):
@@ -93,10 +93,10 @@ def test_a_mixed_rows_residual_is_against_the_setting_it_came_from():
     lm = _oracle(rows, d, p)
     rng = np.random.default_rng(5)
     pick = [int(rng.integers(len(x))) for x in lm]
-    offset = np.array([0.0, 2e-4, -1e-4, 3e-4])
+    offset = np.array([0.0, 2e-4, -1e-4, 3e-4, -2e-4])
     log_y = [x[c] + o * r.noise for x, c, o, r in zip(lm, pick, offset, rows)]
     e, keep = rowres.residuals(_fake_fit(rows, p, log_y), lf.DF)
-    assert list(keep) == [0, 1, 2, 3]
+    assert list(keep) == [0, 1, 2, 3, 4]
     np.testing.assert_allclose(e[0], offset, atol=3e-4)
     naive = np.array([(y - np.mean(x)) / r.noise for y, x, r in zip(log_y, lm, rows)])
     assert np.max(np.abs(naive - offset)) > 0.02  # the test can tell the two apart
@@ -125,7 +125,7 @@ def test_held_rows_are_left_out_and_the_split_keeps_the_total():
     f = _fake_fit(rows, _params(Data.of(rows)))
     held = dataclasses.replace(f, data=Data.of(rows, held={rows[3].id}))
     _, keep = rowres.residuals(held, lf.DF)
-    assert list(keep) == [0, 1, 2]
+    assert list(keep) == [0, 1, 2, 4]
     s = np.array([0.1, 0.17, 0.3])
     np.testing.assert_allclose(rowres.shared_scale(s, 0.12) ** 2 + 0.12 ** 2, np.maximum(s ** 2, 0.12 ** 2))
 
