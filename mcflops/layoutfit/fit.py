@@ -324,11 +324,9 @@ def fit(rs: Sequence[Row], seed: int = 0, chains: int = 4, warmup: int = 500, dr
     """NUTS on the rows (fixed key ``seed``), chains run vectorised; R-hat and ESS of every parameter. Rows whose
     id is in ``held`` are in the arrays but not in the likelihood: the fit sees only the others. ``series``,
     ``elementwise`` False: without the series term, the memory-bound multiplier (the model before them). ``attention``
-    True adds the attention core's term, off in the shipped fit. Its efficiency is fitted only for the stacks on the
-    families whose rows measure it, a model run at several sequence lengths (mix.contrast_groups); elsewhere the fit
-    holds it at the kernels' prior median. Fitted on every stack it took up small models' slowness (A grows as
-    1 / width); identified this way it is llm-foundry's kernels, but a new stack then draws them from the prior, and
-    the held-out production rows read worse (benchmarks/RESULTS.md, "The attention core's term")."""
+    True adds the attention core's term (off in the shipped fit: the production rows read worse with it,
+    benchmarks/RESULTS.md, "The attention core's term"), fitted only where a model ran at several sequence lengths
+    (mix.contrast_groups) and held at the kernels' prior median elsewhere."""
     import jax
     import jax.numpy as jnp
     from numpyro.diagnostics import summary

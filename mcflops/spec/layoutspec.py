@@ -28,6 +28,7 @@ from mcflops import hardware as catalogue
 from mcflops.errors import kind
 from mcflops.layout import ACTIVATION_ERROR, FRACTIONS, OPTIONAL, OVERLAP_FLAGS, PARAMS, RECOMPUTE, SCHEDULES, Layout, LayoutPrior, \
     load_fit, overlap_defaults, problem
+from mcflops.layout.compute import attention_share
 from mcflops.layout.fit import accelerator_priors, stack_entry, stack_names
 from mcflops.layout.moe import MOE_FLAGS, MOE_KEYS, MOE_PARAMS, PRIORS as MOE_PRIORS, ROUTERS
 from mcflops.layout.prior import shipped_row_sigma
@@ -154,7 +155,8 @@ def parse_layout(node: Mapping, here: Fields, priors: Mapping, hardware, data: M
     counting = conv.per_token(arch, n_med) / counts.training_flops_per_token
     prior = LayoutPrior(layout, shape, counts, peak, acc.memory_gb, eff, counting, n, source, acc.id, unknown,
                         row_sigma=_residual(node, here, stack),
-                        caveats=_caveats(node, acc.id, hardware.precision, stack, layout.hbm_gb_s is None),
+                        caveats=_caveats(node, acc.id, hardware.precision, stack, layout.hbm_gb_s is None,
+                                         attention_share(counts), "attention" in eff),
                         stack=stack)
     if mixed:
         mem_of = prior.memory_of()
@@ -190,12 +192,29 @@ def _stack(node: Mapping, here: Fields) -> str | None:
     return x
 
 
+# the attention core's share of the training FLOPs (mcflops.layout.compute.attention_share) past which a layout prior
+# without the attention term says it reads fast, and past which it warns: the bands where runs held out of the fit
+# fell below their prior's 5th percentile far more often than 5% of the time, and about half of the time
+# (benchmarks/RESULTS.md, "Held-out series")
+LONG_CONTEXT_NOTE, LONG_CONTEXT_WARNING = 0.2, 0.4
+
+
 def _caveats(node: Mapping, acc_id: str, precision: str | None, stack: str | None = None,
-             no_hbm: bool = False) -> tuple[str, ...]:
+             no_hbm: bool = False, share: float = 0.0, attention: bool = False) -> tuple[str, ...]:
     """What the shipped priors cannot say for this file: an FP8 run on an accelerator whose FP8 GEMM efficiency the
     fit does not export (for the file's stack, or a new one) reads the BF16 family's against the FP8 peak; an
-    accelerator without an HBM bandwidth leaves the memory-bound operations' time out."""
+    accelerator without an HBM bandwidth leaves the memory-bound operations' time out; a long sequence (the
+    attention core ``share`` of the FLOPs) without the attention term (``attention``: the priors have it) reads fast."""
     out = []
+    if share >= LONG_CONTEXT_NOTE and not attention:
+        level = "WARNING: " if share >= LONG_CONTEXT_WARNING else ""
+        out.append(f"{level}layout: the attention core is {share:.0%} of this run's training FLOPs, and the shipped "
+                   "layout fit has no term for it (the model does not see the sequence length). Runs like this one, "
+                   "held out of the fit, measured below the prior's 5th percentile "
+                   f"{'about half' if share >= LONG_CONTEXT_WARNING else 'far more often than 5%'} of the time "
+                   "(benchmarks/RESULTS.md, 'Held-out series'): read this MFU as optimistic, or state "
+                   "efficiency.attention, the attention kernels' efficiency relative to the GEMMs (what the "
+                   "benchmark rows measure of it: RESULTS, 'The attention core's term')")
     gemm_given = isinstance(node.get("efficiency"), Mapping) and "gemm" in node["efficiency"]
     if precision == "fp8" and not gemm_given and f"{acc_id}/fp8" not in stack_entry(load_fit(), stack)["accelerator"]:
         out.append(f"layout: GEMM efficiency on {acc_id} in fp8 is the shipped BF16 prior taken against the FP8 peak: "

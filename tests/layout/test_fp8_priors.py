@@ -60,3 +60,33 @@ def test_an_accelerator_without_an_hbm_bandwidth_leaves_the_memory_bound_term_ou
     assert len(notes) == 1 and "layout.hbm_gb_s" in notes[0] and "memory" not in f
     notes, f = load({"hbm_gb_s": 3350})
     assert notes == [] and 0 < f["memory"].min() and f["memory"].max() < 1
+
+
+def test_a_long_context_file_is_told_the_layout_model_does_not_see_the_sequence():
+    """The shipped fit has no attention term: a file whose attention core is a large share of its FLOPs is told
+    (a note from 0.2, a WARNING from 0.4 of the FLOPs), a short one is not, and stating efficiency.attention
+    removes it (the term is then modelled). The share checked by hand: 6 l d s per token for the causal scores over
+    about 6 N + 6 l d s (Llama 3.1 70B: N 70.6B, l 80, d 8192), within 5% (the logits and norms aside)."""
+    from mcflops.spec.layoutspec import LONG_CONTEXT_NOTE, LONG_CONTEXT_WARNING
+
+    def notes(seq, efficiency=None):
+        doc = _doc("bf16", efficiency)
+        doc["architecture"] = {"preset": "llama3.1-70b", "seq_len": seq}
+        doc["priors"]["mfu"]["layout"].update(global_batch=64, cp=max(1, seq // 32768), recompute="full")
+        lp = load_spec(doc).count_dependent["mfu"]
+        share = lp.counts.flops["attention_scores_causal"] / lp.counts.flops_per_token
+        return share, [n for n in lp.notes() if "attention core is" in n]
+
+    levels = []
+    for seq in (8192, 65536, 262144):
+        share, got = notes(seq)
+        by_hand = 6 * 80 * 8192 * seq / (6 * 70.6e9 + 6 * 80 * 8192 * seq)
+        assert abs(share / by_hand - 1) < 0.05
+        if share < LONG_CONTEXT_NOTE:
+            assert got == []
+        else:
+            assert len(got) == 1 and f"{share:.0%}" in got[0]
+            assert got[0].startswith("WARNING") is (share >= LONG_CONTEXT_WARNING)
+        levels.append(len(got) and (2 if got[0].startswith("WARNING") else 1))
+    assert levels == [0, 1, 2]  # 8K: nothing; 64K: a note; 256K: a WARNING
+    assert notes(262144, {"attention": {"beta": {"mean": 0.3, "sd": 0.05}}})[1] == []

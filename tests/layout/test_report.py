@@ -79,7 +79,11 @@ def test_the_report_names_what_the_width_is_made_of(result, tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| ") and line.endswith("x |")]
     widths = [float(r.rsplit("|", 2)[1].strip()[:-1]) for r in rows]
     assert len(rows) >= 3 and widths == sorted(widths) and rows[0].startswith("| GEMM efficiency")
-    assert "Note: GEMM efficiency narrows it most (2.3" in text and "`pilot:`" in text
+    from mcflops.layout.explain import width_parts
+
+    parts = width_parts(result.spec.count_dependent["mfu"])
+    assert (f"Note: GEMM efficiency narrows it most ({parts['all']:.2f}x to {parts['fixed']['gemm']:.2f}x)" in text
+            and "`pilot:`" in text)
 
 
 def test_a_prior_conditioned_on_a_pilot_has_no_width_parts(tmp_path):
