@@ -75,7 +75,7 @@ def attention_slowdown(share, g, attention=None):
     2023, "FlashAttention-2", abstract, measures it), 50-73% forward, less backward (FlashAttention-2, ibid., Sec.
     4.1) and up to 75% of the H100's forward (Shah et al. 2024, "FlashAttention-3", abstract), against the large
     GEMMs' 80-90% (Calculon's table above). ``attention`` is a prior fitted on the benchmark rows
-    (mcflops.layoutfit.fit.STARTING_ATT), where a sweep of sequence lengths measures it; None
+    (mcflops.layoutfit.mix.STARTING_ATT), where a sweep of sequence lengths measures it; None
     (priors without it) is the model before the term, K = 1. Arithmetic only: floats, NumPy or JAX arrays."""
     if attention is None:
         return 1.0

@@ -62,9 +62,8 @@ from mcflops.arch import Shape, counts as arch_counts
 from mcflops.chain import published_per_token
 from mcflops.layout import RECOMPUTE, Layout, Terms, memory, overlap_defaults, recompute_ratio, terms
 from mcflops.layoutfit.data import LayoutRun, benchmark_rows
-from mcflops.layoutfit.mix import FLOOR, STARTING_ATT, Data, attention_draws, attention_group, attention_logit_prior, \
-    attention_scale, components, draw_components, mfu_model, mixture, row_attention, stack_scales, step_over_t0, \
-    unknown_flags
+from mcflops.layoutfit.mix import FLOOR, Data, attention_draws, attention_group, attention_logit_prior, \
+    attention_scale, components, draw_components, mfu_model, mixture, row_attention, stack_scales, step_over_t0, unknown_flags
 
 FAMILIES = {"hopper": ("h100-sxm", "h100-pcie", "h800", "h200"), "a100": ("a100",),
             "tpu": ("tpu-v3", "tpu-v4", "tpu-v5p")}

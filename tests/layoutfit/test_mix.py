@@ -21,7 +21,7 @@ PARAMS = {"mu_gemm": 0.3, "tau_family": 0.4, "tau_stack_gemm": 0.2, "mu_log_tp_c
           "tau_stack_tp_comm": 0.5, "mu_log_dp_comm": 0.2, "tau_stack_dp_comm": 0.3,
           "mu_log_straggler_cv": math.log(0.003), "sigma_obs": 0.12, "tau_sigma": 0.6,
           "mu_log_elementwise": math.log(12.0)}
-M0, S0 = 0.6, 0.18  # the attention kernels' prior (mean, sd), as fit.STARTING_ATT states it from the FlashAttention papers
+M0, S0 = 0.6, 0.18  # the attention kernels' prior (mean, sd), as mix.STARTING_ATT states it from the FlashAttention papers
 
 
 def _runs():
