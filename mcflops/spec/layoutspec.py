@@ -197,6 +197,7 @@ def _stack(node: Mapping, here: Fields) -> str | None:
 # fell below their prior's 5th percentile far more often than 5% of the time, and about half of the time
 # (benchmarks/RESULTS.md, "Held-out series")
 LONG_CONTEXT_NOTE, LONG_CONTEXT_WARNING = 0.2, 0.4
+SEQUENCE_BLIND = "the model does not see the sequence length"  # the caveat's mark (a pilot drops it: spec.pilots)
 
 
 def _caveats(node: Mapping, acc_id: str, precision: str | None, stack: str | None = None,
@@ -209,7 +210,7 @@ def _caveats(node: Mapping, acc_id: str, precision: str | None, stack: str | Non
     if share >= LONG_CONTEXT_NOTE and not attention:
         level = "WARNING: " if share >= LONG_CONTEXT_WARNING else ""
         out.append(f"{level}layout: the attention core is {share:.0%} of this run's training FLOPs, and the shipped "
-                   "layout fit has no term for it (the model does not see the sequence length). Runs like this one, "
+                   f"layout fit has no term for it ({SEQUENCE_BLIND}). Runs like this one, "
                    "held out of the fit, measured below the prior's 5th percentile "
                    f"{'about half' if share >= LONG_CONTEXT_WARNING else 'far more often than 5%'} of the time "
                    "(benchmarks/RESULTS.md, 'Held-out series'): read this MFU as optimistic, or state "

@@ -45,6 +45,7 @@ from mcflops.layout import DRAWS, LayoutPrior
 from mcflops.priors.table import KNOT_PROBS, table_dist
 from mcflops.priors.weighting import effective_size, log_weights, normalised, weighted_quantiles
 from mcflops.spec.fields import Fields
+from mcflops.spec.layoutspec import SEQUENCE_BLIND
 
 SIGMA = 0.05  # default log-scale error of a pilot's measured throughput: run-to-run spread of a few percent
 MIN_ESS = 200  # below this the posterior predictive's table rests on too few draws: refused
@@ -224,6 +225,10 @@ def condition(prior: LayoutPrior, pilots: Sequence[Pilot]) -> PilotedPrior:
                   "predicted_posterior": dict(zip(("p5", "p50", "p95"), weighted_quantiles(pred, w, PROBS).tolist()))}
                  for p, obs, pred in checks)
     keep = {f.name: getattr(base, f.name) for f in dataclasses.fields(LayoutPrior) if f.name != "_cache"}
+    # a pilot keeps the file's architecture, its sequence length too: it measures what the layout model does not see
+    # at long context, so the caveat that the model is blind to the sequence (mcflops.spec.layoutspec) is not the
+    # piloted prior's
+    keep["caveats"] = tuple(c for c in base.caveats if SEQUENCE_BLIND not in c)
     return PilotedPrior(**keep, _cache={"draws": base.draws()}, pilots=tuple(pilots), weights=w, checks=rows,
                         evidence=tuple(evidence), shared_weights=every)
 

@@ -90,3 +90,25 @@ def test_a_long_context_file_is_told_the_layout_model_does_not_see_the_sequence(
         levels.append(len(got) and (2 if got[0].startswith("WARNING") else 1))
     assert levels == [0, 1, 2]  # 8K: nothing; 64K: a note; 256K: a WARNING
     assert notes(262144, {"attention": {"beta": {"mean": 0.3, "sd": 0.05}}})[1] == []
+
+
+def test_a_pilot_at_the_files_sequence_drops_the_sequence_caveat():
+    """A pilot keeps the file's architecture, its sequence too, so it measures what the model does not see: the
+    piloted prior has no sequence caveat, the same file without the pilot has it (a 70B at 65,536 tokens)."""
+    import copy
+    import pathlib
+
+    from mcflops.spec.layoutspec import SEQUENCE_BLIND
+    from mcflops.spec.reader import read_yaml
+
+    doc = copy.deepcopy(read_yaml(pathlib.Path(__file__).parents[2] / "priors/examples/ladder/dense70b-pilot.yaml"))
+    doc["architecture"]["seq_len"] = 65536
+    doc["priors"]["mfu"]["layout"].update(global_batch=256, cp=8, recompute="full")
+    doc["pilot"][0]["tflops_per_gpu"] = 250  # reachable at this layout by the model's draws
+    doc.pop("plan", None)
+
+    def blind(d):
+        return [n for n in load_spec(d).count_dependent["mfu"].notes() if SEQUENCE_BLIND in n]
+
+    without = {k: v for k, v in doc.items() if k != "pilot"}
+    assert len(blind(without)) == 1 and blind(doc) == []
