@@ -1,12 +1,12 @@
 """One paper held out of the layout fit, refitted with and without the attention core's term
 (:func:`mcflops.layout.compute.attention_slowdown`), and its rows scored by their share of attention FLOPs.
 
-    .venv/bin/python benchmarks/attention_fold.py [--paper llm-foundry] [--chains 2] [--draws 150]
+    .venv/bin/python benchmarks/attention_fold.py [--paper llm-foundry] [--chains 2] [--draws 150] [--attention on]
 
-llm-foundry is the paper whose rows run small models at long context (its attention core is up to 83% of a row's
-FLOPs; every other paper's rows stay under 13%). Prints per fit the held-out 90% coverage, median |log error|,
+llm-foundry and torchtitan are the papers whose rows run at long context (their attention core is up to 83% and 82%
+of a row's FLOPs; every other paper's rows stay under 13%). Prints per fit the held-out 90% coverage, median |log error|,
 median p95/p5, the correlation of the log error with the attention share and its mean by share band, and the
-attention term's posterior where the fit has it. About 3 minutes per fit on 2 cores at the defaults (the held-out
+attention term's posterior for each group the fit measures (mcflops.layoutfit.mix.contrast_groups). About 3 minutes per fit on 2 cores at the defaults (the held-out
 validation's budget, ``mcflops calibrate --layout --holdout``).
 """
 
