@@ -288,8 +288,11 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
     # past one NVLink domain TP crosses the network (Narayanan Fig. 13: TP beyond 8 collapses)
     c_tp = m * layers_here * n_ar * all_reduce_time(t, 1, b * s_local * h * act, nv, net, dom)
     # CP (Llama 3 Sec. 3.3.2): all-gather of K and V per layer forward, reduce-scatter of their gradients
-    # backward, each (cp - 1)/cp of b s kv_heads head_dim x 2 (K and V)
-    kv = 2.0 * b * s * shape.kvh * shape.hd * act
+    # backward, each (cp - 1)/cp of b s x 2 (K and V) x the KV heads ON THIS RANK x head_dim: tensor parallelism
+    # splits the heads (Shoeybi et al. 2019, Sec. 3; Megatron-Core divides the query groups by tp, replicating a
+    # group only where there are fewer than tp). Meta: "the attention computation time is an order of magnitude
+    # larger than all-gather latency" at 131K with GQA and tp 8, which the unsplit volume (8x) contradicts.
+    kv = 2.0 * b * s * (shape.kvh / min(t, shape.kvh)) * shape.hd * act
     c_cp = m * layers_here * 2.0 * all_reduce_time(c, t, kv, nv, net, dom) / 2.0  # an all-gather: half a ring
     # EP: dispatch and combine all-to-alls per MoE layer, with the expert terms (mcflops.layout.moe)
     k = shape.experts_active or 1

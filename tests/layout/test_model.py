@@ -182,6 +182,30 @@ def test_tensor_parallelism_past_the_nvlink_domain_costs_the_network():
     assert across.comm["tp"] > 3 * inside.comm["tp"]
 
 
+def test_context_parallel_all_gather_moves_the_kv_heads_on_its_tensor_parallel_rank():
+    # Llama 3 405B's 131K stage (arXiv 2407.21783 Table 4): tp 8, cp 16, pp 16, dp 8, 16M-token batches
+    def cp_time(kv_heads: int) -> tuple[float, object]:
+        shape = Shape(layers=126, d_model=16384, heads=128, kv_heads=kv_heads, ffn=53248, vocab=128256,
+                      seq_len=131072, glu=True)
+        lo = Layout(tp=8, pp=16, cp=16, global_batch=128, nvlink_gb_s=450, nvlink_domain=8, network_gb_s=50)
+        tm = terms(lo, shape, counts(shape), 989e12, 16384)
+        return tm.comm["cp"], tm
+
+    got, tm = cp_time(8)
+    # by hand: tp 8 splits the 8 KV heads one per rank; a rank's K and V of the whole sequence are
+    # 2 x 131,072 x 128 x 2 bytes; the CP group's ranks sit tp = 8 apart, one per node, so the all-gather (half a
+    # ring of 16) runs on the network; once forward, once (its reduce-scatter) backward, on each of 126 / 16 layers
+    kv = 2 * 131072 * 1 * 128 * 2.0
+    per_layer = 2 * (0.5 * 2 * 15 / 16 * kv / 50e9)
+    assert got == pytest.approx(tm.micro_batches * 126 / 16 * per_layer, rel=1e-9)
+    # Meta (Sec. 3.3.2): the attention computation is "an order of magnitude larger than all-gather latency";
+    # the attention's FLOPs at the full peak (a lower bound on its time) are at least 4x the all-gather
+    assert got < tm.attn * tm.t0 / 4
+    # fewer KV heads than tp: each rank holds one, replicated; more: each holds its share
+    assert cp_time(1)[0] == pytest.approx(got, rel=1e-9)
+    assert cp_time(16)[0] == pytest.approx(2 * got, rel=1e-9)
+
+
 def test_gemm_shape_share_is_calculons_table_at_its_points():
     assert gemm_shape_share(256e9) == pytest.approx(1.0)
     assert gemm_shape_share(16e9) == pytest.approx(0.90 / 0.95)

@@ -1,0 +1,50 @@
+"""The held-out paper folds' rows binned by the attention core's share of their FLOPs: how often each bin's
+measurement falls below its prior's 5th percentile (5% if the prior is calibrated there) and above its 95th, and the
+median of measured over predicted.
+
+    .venv/bin/mcflops calibrate --layout --holdout --out DIR
+    .venv/bin/python benchmarks/holdout_by_attention.py DIR/layout_validation.json
+
+The bins are the ones `mcflops.spec.layoutspec.LONG_CONTEXT_NOTE` and `LONG_CONTEXT_WARNING` were chosen from
+(benchmarks/RESULTS.md, "Held-out series").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+BINS = ((0.0, 0.1), (0.1, 0.2), (0.2, 0.4), (0.4, 1.0))
+
+
+def main() -> int:
+    import numpy as np
+
+    from mcflops.layoutfit import fit as lf
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("validation", help="layout_validation.json written by `mcflops calibrate --layout --holdout`")
+    a = ap.parse_args()
+    with open(a.validation) as fh:
+        hold = json.load(fh)["holdout"]
+    share = {r.id: r.terms.attn for r in lf.rows()}
+    rows = [r for s in hold["splits"] if s["kind"] == "paper" for r in s["rows"]]
+    print("| attention share | rows | below p5 | above p95 | median measured / predicted |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for lo, hi in BINS:
+        mine = [r for r in rows if lo <= share[r["id"]] < hi]
+        if not mine:
+            continue
+        y = np.array([r["y"] for r in mine])
+        below = np.mean(y < np.array([r["p5"] for r in mine]))
+        above = np.mean(y > np.array([r["p95"] for r in mine]))
+        ratio = np.median(y / np.array([r["p50"] for r in mine]))
+        print(f"| {lo:.1f}-{hi:.1f} | {len(mine)} | {below:.2f} | {above:.2f} | {ratio:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
