@@ -194,7 +194,7 @@ def _stack(node: Mapping, here: Fields) -> str | None:
 
 # the attention core's share of the training FLOPs (mcflops.layout.compute.attention_share) past which a layout prior
 # without the attention term says it reads fast, and past which it warns: the bands where runs held out of the fit
-# fell below their prior's 5th percentile far more often than 5% of the time, and about half of the time
+# fell below their prior's 5th percentile more often than 5% of the time (about one in nine), and about half of the time
 # (benchmarks/RESULTS.md, "Held-out series")
 LONG_CONTEXT_NOTE, LONG_CONTEXT_WARNING = 0.2, 0.4
 SEQUENCE_BLIND = "the model does not see the sequence length"  # the caveat's mark (a pilot drops it: spec.pilots)
@@ -212,7 +212,7 @@ def _caveats(node: Mapping, acc_id: str, precision: str | None, stack: str | Non
         out.append(f"{level}layout: the attention core is {share:.0%} of this run's training FLOPs, and the shipped "
                    f"layout fit has no term for it ({SEQUENCE_BLIND}). Runs like this one, "
                    "held out of the fit, measured below the prior's 5th percentile "
-                   f"{'about half' if share >= LONG_CONTEXT_WARNING else 'far more often than 5%'} of the time "
+                   f"{'about half' if share >= LONG_CONTEXT_WARNING else 'more often than 5%'} of the time "
                    "(benchmarks/RESULTS.md, 'Held-out series'): read this MFU as optimistic, or state "
                    "efficiency.attention, the attention kernels' efficiency relative to the GEMMs (what the "
                    "benchmark rows measure of it: RESULTS, 'The attention core's term')")

@@ -1,9 +1,10 @@
-"""The held-out paper folds' rows binned by the attention core's share of their FLOPs: how often each bin's
-measurement falls below its prior's 5th percentile (5% if the prior is calibrated there) and above its 95th, and the
-median of measured over predicted.
+"""Two readings of the held-out layout validation. The paper folds' rows binned by the attention core's share of
+their FLOPs: how often each bin's measurement falls below its prior's 5th percentile (5% if the prior is calibrated
+there) and above its 95th, and the median of measured over predicted. And the series folds' rows (a series out, its
+stack kept) grouped by stack: what a file that names its stack gets on a series the fit never saw.
 
     .venv/bin/mcflops calibrate --layout --holdout --out DIR
-    .venv/bin/python benchmarks/holdout_by_attention.py DIR/layout_validation.json
+    .venv/bin/python benchmarks/holdout_tables.py DIR/layout_validation.json
 
 The bins are the ones `mcflops.spec.layoutspec.LONG_CONTEXT_NOTE` and `LONG_CONTEXT_WARNING` were chosen from
 (benchmarks/RESULTS.md, "Held-out series").
@@ -43,6 +44,18 @@ def main() -> int:
         above = np.mean(y > np.array([r["p95"] for r in mine]))
         ratio = np.median(y / np.array([r["p50"] for r in mine]))
         print(f"| {lo:.1f}-{hi:.1f} | {len(mine)} | {below:.2f} | {above:.2f} | {ratio:.2f} |")
+    print()
+    runs = {r.id: r for r in lf.rows()}
+    by: dict[str, list] = {}
+    for r in (r for s in hold["splits"] if s["kind"] == "series" for r in s["rows"]):
+        by.setdefault(lf.stack(runs[r["id"]]), []).append(r)
+    print("| stack | rows | 90% cov. | med. \\|log err\\| | med. p95/p5 |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    rest = [r for name, mine in by.items() if name != "llm-foundry" for r in mine]
+    for name, mine in [*sorted(by.items(), key=lambda kv: len(kv[1])), ("all but llm-foundry", rest)]:
+        y, p5, p50, p95 = (np.array([r[k] for r in mine]) for k in ("y", "p5", "p50", "p95"))
+        print(f"| {name} | {len(mine)} | {np.mean((p5 <= y) & (y <= p95)):.2f} | "
+              f"{np.median(np.abs(np.log(y / p50))):.3f} | {np.median(p95 / p5):.2f} |")
     return 0
 
 
