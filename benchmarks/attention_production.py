@@ -3,11 +3,12 @@ held-out production rows and the long-context rows it was fitted to.
 
     .venv/bin/python benchmarks/attention_production.py [--chains 2] [--draws 150]
 
-For each fit: R-hat, ESS, each measured attention group's posterior (mcflops.layoutfit.mix.contrast_groups), each
-production row's prior median and 90% interval in its own convention against the published MFU (the shipped
-priors' check, mcflops.layoutfit.validate.production, at this fit), and the in-sample posterior medians of the rows
-of a sequence-length sweep (series whose rows differ in sequence length: torchtitan's context-parallel tables).
-About 2.5 minutes per fit on 2 cores at the defaults, a quick budget: the shipped fit runs 4 x 500 draws.
+For each fit: R-hat, ESS (and the four sites that mix worst), each measured attention group's posterior
+(mcflops.layoutfit.mix.contrast_groups), each production row's prior median and 90% interval in its own convention
+against the published MFU (the shipped priors' check, mcflops.layoutfit.validate.production, at this fit), and the
+in-sample posterior medians of the rows of a sequence-length sweep (series whose rows differ in sequence length:
+torchtitan's context-parallel tables). About 2.5 minutes per fit on 2 cores at the defaults, a quick budget: the
+shipped fit runs 4 x 1000 draws.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def report(attention: bool, chains: int, draws: int) -> None:
     f = lf.fit(rs, seed=0, chains=chains, warmup=draws, draws=draws, attention=attention)
     print(f"attention term {'on' if attention else 'off'}: {len(rs)} rows, R-hat {f.r_hat_max:.3f}, "
           f"ESS {f.ess_min:.0f}, {f.divergences} divergences, {f.seconds:.0f} s")
+    worst = sorted(f.summary.items(), key=lambda kv: -kv[1]["r_hat"])[:4]  # where a longer run has to mix
+    print("  the worst-mixed sites (R-hat, ESS; a vector site's worst element): "
+          + ", ".join(f"{k} {v['r_hat']:.3f}, {v['ess']:.0f}" for k, v in worst))
     for k, g in enumerate(f.data.attention_groups if f.attention else ()):
         a = 1 / (1 + np.exp(-f.samples["logit_attention"][:, k]))
         print(f"  a, {g}: 5/50/95% " + " / ".join(f"{q:.3f}" for q in np.quantile(a, [0.05, 0.5, 0.95])))
