@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -30,8 +31,14 @@ def main() -> int:
     ap.add_argument("validation", help="layout_validation.json written by `mcflops calibrate --layout --holdout`")
     a = ap.parse_args()
     with open(a.validation) as fh:
-        hold = json.load(fh)["holdout"]
-    share = {r.id: r.terms.attn for r in lf.rows()}
+        doc = json.load(fh)
+    if "holdout" not in doc:
+        print(f"{a.validation}: expected the 'holdout' table of `mcflops calibrate --layout --holdout`",
+              file=sys.stderr)
+        return 2
+    hold = doc["holdout"]
+    runs = {r.id: r for r in lf.rows()}  # prepared once: it counts every row's terms
+    share = {rid: r.terms.attn for rid, r in runs.items()}
     rows = [r for s in hold["splits"] if s["kind"] == "paper" for r in s["rows"]]
     print("| attention share | rows | below p5 | above p95 | median measured / predicted |")
     print("| --- | ---: | ---: | ---: | ---: |")
@@ -45,7 +52,6 @@ def main() -> int:
         ratio = np.median(y / np.array([r["p50"] for r in mine]))
         print(f"| {lo:.1f}-{hi:.1f} | {len(mine)} | {below:.2f} | {above:.2f} | {ratio:.2f} |")
     print()
-    runs = {r.id: r for r in lf.rows()}
     by: dict[str, list] = {}
     for r in (r for s in hold["splits"] if s["kind"] == "series" for r in s["rows"]):
         by.setdefault(lf.stack(runs[r["id"]]), []).append(r)

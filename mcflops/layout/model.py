@@ -292,7 +292,7 @@ def terms(layout: Layout, shape, counts, peak: float, count: float) -> Terms:
     # splits the heads (Shoeybi et al. 2019, Sec. 3; Megatron-Core divides the query groups by tp, replicating a
     # group only where there are fewer than tp). Meta: "the attention computation time is an order of magnitude
     # larger than all-gather latency" at 131K with GQA and tp 8, which the unsplit volume (8x) contradicts.
-    kv = 2.0 * b * s * (shape.kvh / min(t, shape.kvh)) * shape.hd * act
+    kv = 2.0 * b * s * max(shape.kvh / t, 1.0) * shape.hd * act
     c_cp = m * layers_here * 2.0 * all_reduce_time(c, t, kv, nv, net, dom) / 2.0  # an all-gather: half a ring
     # EP: dispatch and combine all-to-alls per MoE layer, with the expert terms (mcflops.layout.moe)
     k = shape.experts_active or 1

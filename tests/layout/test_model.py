@@ -197,6 +197,7 @@ def test_context_parallel_all_gather_moves_the_kv_heads_on_its_tensor_parallel_r
     # ring of 16) runs on the network; once forward, once (its reduce-scatter) backward, on each of 126 / 16 layers
     kv = 2 * 131072 * 1 * 128 * 2.0
     per_layer = 2 * (0.5 * 2 * 15 / 16 * kv / 50e9)
+    # rel 1e-9: the same closed form in another order, so only float64 rounding separates them
     assert got == pytest.approx(tm.micro_batches * 126 / 16 * per_layer, rel=1e-9)
     # Meta (Sec. 3.3.2): the attention computation is "an order of magnitude larger than all-gather latency";
     # the attention's FLOPs at the full peak (a lower bound on its time) are at least 4x the all-gather
